@@ -1,0 +1,401 @@
+"""Extract a binlog range ``[start, end)`` into one change batch.
+
+``BatchBuilder`` consumes mysql-replication events in binlog order. It tracks two things the
+library does not: the exact (file, offset) after every event, and whether that offset is a
+transaction boundary. Both ends of a range must be boundaries: the extraction refuses a start or
+end that falls inside a transaction instead of splitting it.
+
+Events are dispatched by class through ``BatchBuilder._HANDLERS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.constants import NONE_SOURCE
+from pymysqlreplication.event import (
+    FormatDescriptionEvent,
+    GtidEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RotateEvent,
+    XidEvent,
+)
+from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
+
+from ..contracts import (
+    MANIFEST_NAME,
+    BinlogPosition,
+    ChangeBatch,
+    DdlSegment,
+    PositionRange,
+    RowSegment,
+    batch_id_for,
+    batch_prefix,
+)
+from ..storage import ObjectStore, local_temp_dir
+from .ddl import ParsedStatement, UnparseableDdl, parse_statement
+from .filters import TableFilter
+from ..settings import MySQLSettings
+from .leader import Leader, PreflightError
+from .types import column_type
+from .writer import TableChangeWriter, TableSpec, WriterLimits
+
+log = logging.getLogger(__name__)
+
+_DML_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD")
+
+
+class CaptureError(RuntimeError):
+    """The binlog cannot be turned into a correct batch; the message names where and why."""
+
+
+@dataclass
+class _Transaction:
+    start: BinlogPosition
+    gtid: str | None
+    timestamp: int
+    explicit: bool = False  # saw BEGIN: ends at XID/COMMIT, not at its first statement
+
+
+@dataclass
+class _OpenRowSegment:
+    start: BinlogPosition
+    writers: dict[tuple[str, str], TableChangeWriter] = field(default_factory=dict)
+
+
+class BatchBuilder:
+    def __init__(self, store: ObjectStore, pipeline: str, range_: PositionRange, table_filter: TableFilter,
+                 limits: WriterLimits = WriterLimits(), start_gtid: str | None = None,
+                 server_flavor: str = "mariadb"):
+        self.store = store
+        self.pipeline = pipeline
+        self.range = range_
+        self.filter = table_filter
+        self.limits = limits
+        self.batch_id = batch_id_for(range_)
+        self.prefix = batch_prefix(pipeline, self.batch_id)
+        self.start_gtid = start_gtid
+        self.last_gtid = start_gtid
+        self.server_flavor = server_flavor
+        self.tmp_dir = local_temp_dir()
+
+        self.file = range_.start.file
+        self.position = range_.start  # last transaction boundary passed
+        self.txn: _Transaction | None = None
+        self.first_event = True
+        self.segments: list = []
+        self.open_rows = _OpenRowSegment(range_.start)
+        self.tables: dict[int, TableSpec | None] = {}  # table id -> spec (None: not captured)
+
+    # -- positions ----------------------------------------------------------------------------
+
+    def _span(self, event) -> tuple[BinlogPosition, BinlogPosition]:
+        after = event.packet.log_pos
+        return BinlogPosition(self.file, after - event.packet.event_size), BinlogPosition(self.file, after)
+
+    @property
+    def at_boundary(self) -> bool:
+        return self.txn is None
+
+    def done(self) -> bool:
+        if not self.at_boundary or self.position < self.range.end:
+            return False
+        if self.position != self.range.end:
+            raise CaptureError(
+                f"end position {self.range.end} is not a transaction boundary (the transaction "
+                f"around it ends at {self.position}); end ranges on positions taken from "
+                "SHOW MASTER STATUS, a checkpoint or a batch manifest"
+            )
+        return True
+
+    # -- event handlers -------------------------------------------------------------------------
+
+    def handle(self, event) -> None:
+        if isinstance(event, RotateEvent):
+            self._on_rotate(event)
+            return
+        if event.packet.log_pos == 0:
+            return  # artificial event the server made up for this session (e.g. a format description)
+        start, after = self._span(event)
+        if self.first_event:
+            self._check_starts_transaction(event, start)
+        handler = self._HANDLERS.get(type(event), BatchBuilder._on_other)
+        handler(self, event, start, after)
+
+    def _check_starts_transaction(self, event, start: BinlogPosition) -> None:
+        self.first_event = False
+        if isinstance(event, (TableMapEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent)):
+            raise CaptureError(
+                f"start position {self.range.start} is inside a transaction (a {type(event).__name__} "
+                "comes first); start ranges on positions taken from SHOW MASTER STATUS, a checkpoint "
+                "or a batch manifest"
+            )
+
+    def _on_rotate(self, event: RotateEvent) -> None:
+        # The first Rotate the server sends is synthetic (timestamp 0) and only names the file.
+        # A real one ends a file: the boundary after it equals the new file's start.
+        if event.timestamp != 0 and self.at_boundary:
+            self.position = BinlogPosition(self.file, event.packet.log_pos)
+            if self.done():
+                raise _StopReading
+        self.file = event.next_binlog
+        if event.timestamp != 0 and self.at_boundary:
+            self.position = BinlogPosition(self.file, 4)
+
+    def _on_other(self, event, start, after) -> None:
+        # Format descriptions, GTID lists, checkpoints, annotations, heartbeats: no data. Outside
+        # a transaction they still move the boundary forward.
+        if self.at_boundary:
+            self.position = after
+
+    def _on_gtid(self, event, start, after) -> None:
+        self.txn = _Transaction(start=start, gtid=event.gtid, timestamp=event.timestamp)
+
+    def _begin_implicit(self, event, start) -> _Transaction:
+        # MySQL without GTIDs (or anonymous GTIDs not decoded): BEGIN/DDL opens the transaction
+        if self.txn is None:
+            self.txn = _Transaction(start=start, gtid=None, timestamp=event.timestamp)
+        return self.txn
+
+    def _end_transaction(self, after: BinlogPosition) -> None:
+        if self.txn and self.txn.gtid:
+            self.last_gtid = self.txn.gtid
+        self.txn = None
+        self.position = after
+
+    def _on_xid(self, event, start, after) -> None:
+        self._end_transaction(after)
+
+    def _on_query(self, event: QueryEvent, start, after) -> None:
+        query = event.query.strip() if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
+        schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")
+        head = query.split(None, 1)[0].upper() if query else ""
+        if head == "BEGIN":
+            self._begin_implicit(event, start).explicit = True
+            return
+        if head in ("COMMIT", "ROLLBACK"):
+            self._end_transaction(after)
+            return
+        if head in _DML_VERBS:
+            raise CaptureError(
+                f"statement-format DML at {start} ({query[:120]!r}): some session wrote with "
+                "binlog_format=STATEMENT or MIXED, whose changes cannot be captured as rows. "
+                "Set binlog_format=ROW globally and stop sessions from overriding it"
+            )
+        try:
+            parsed = parse_statement(query, schema)
+        except UnparseableDdl as exc:
+            raise CaptureError(f"at {start}: {exc}") from None
+        txn = self._begin_implicit(event, start)
+        if parsed.is_ddl and any(self.filter.captures(t) for t in parsed.targets):
+            self._emit_ddl(parsed, query, schema, txn, after)
+        if not txn.explicit:
+            self._end_transaction(after)  # DDL and account statements commit on their own
+
+    def _on_table_map(self, event: TableMapEvent, start, after) -> None:
+        if not self.filter.captures_table(event.schema, event.table):
+            self.tables[event.table_id] = None
+            return
+        self.tables[event.table_id] = self._table_spec(event)
+
+    def _table_spec(self, event: TableMapEvent) -> TableSpec:
+        qualified = f"{event.schema}.{event.table}"
+        columns = event.columns
+        if any(c.name is None for c in columns):
+            raise PreflightError(
+                f"the binlog carries no column names for {qualified}: set binlog_row_metadata=FULL "
+                "on the leader (rows written before that cannot be captured)"
+            )
+        meta = event.optional_metadata
+        key_idx = list(meta.simple_primary_key_list or []) or sorted((meta.primary_keys_with_prefix or {}).keys())
+        nullable = tuple(bool(event.null_bitmask[i // 8] & (1 << (i % 8))) for i in range(len(columns)))
+        return TableSpec(
+            database=event.schema,
+            table=event.table,
+            names=tuple(c.name for c in columns),
+            types=tuple(column_type(c, qualified) for c in columns),
+            nullable=nullable,
+            key_columns=tuple(columns[i].name for i in key_idx),
+        )
+
+    def _on_rows(self, event, start, after) -> None:
+        spec = self.tables.get(event.table_id)
+        if spec is None:
+            return  # not captured (or its table map was filtered)
+        if self.txn is None:
+            raise CaptureError(f"rows event at {start} outside any transaction")
+        writer = self._writer_for(spec, start)
+        op, rows, befores = self._ROW_READERS[type(event)](self, event, spec)
+        writer.add_event(op, rows, befores, self.file, start.sequence, start.offset, self.txn.timestamp,
+                         self.txn.gtid, str(self.txn.start), event.packet.event_size)
+
+    def _read_write_rows(self, event, spec):
+        return "I", [self._row(r["values"], r["none_sources"], spec) for r in event.rows], None
+
+    def _read_delete_rows(self, event, spec):
+        return "D", [self._row(r["values"], r["none_sources"], spec) for r in event.rows], None
+
+    def _read_update_rows(self, event, spec):
+        rows = event.rows
+        after = [self._row(r["after_values"], r["after_none_sources"], spec) for r in rows]
+        before = [self._row(r["before_values"], r["before_none_sources"], spec) for r in rows]
+        return "U", after, before
+
+    _ROW_READERS = {
+        WriteRowsEvent: _read_write_rows,
+        DeleteRowsEvent: _read_delete_rows,
+        UpdateRowsEvent: _read_update_rows,
+    }
+
+    def _row(self, values: dict, none_sources: dict, spec: TableSpec) -> tuple:
+        row = tuple(values.values())
+        # A None that is not SQL NULL is something the library could not represent: an empty SET
+        # (we restore it) or a zero date (we refuse: writing NULL would silently change data).
+        if none_sources and any(s != NONE_SOURCE.NULL for s in none_sources.values()):
+            fixed = list(row)
+            for i, name in enumerate(spec.names):
+                source = none_sources.get(name)
+                if source == NONE_SOURCE.EMPTY_SET:
+                    fixed[i] = set()
+                elif source not in (None, NONE_SOURCE.NULL):
+                    raise CaptureError(
+                        f"{spec.database}.{spec.table}.{name}: a value the binlog reader cannot "
+                        f"represent ({source}, e.g. a zero date '0000-00-00'); fix the value on the "
+                        "leader, enable NO_ZERO_DATE, or exclude the table"
+                    )
+            row = tuple(fixed)
+        return row
+
+    def _writer_for(self, spec: TableSpec, start: BinlogPosition) -> TableChangeWriter:
+        key = (spec.database, spec.table)
+        writer = self.open_rows.writers.get(key)
+        if writer is None:
+            seg_dir = f"seg-{len(self.segments):05d}"
+            writer = TableChangeWriter(spec, self.store, self.prefix, seg_dir, self.tmp_dir, self.limits)
+            self.open_rows.writers[key] = writer
+        elif writer.spec.signature != spec.signature:
+            raise CaptureError(
+                f"{spec.database}.{spec.table} changed shape at {start} without a DDL statement in "
+                "the binlog (was it altered with binlog disabled?); re-seed that table on the follower"
+            )
+        return writer
+
+    # -- segments -------------------------------------------------------------------------------
+
+    def _close_rows(self, end: BinlogPosition) -> None:
+        if self.open_rows.writers:
+            tables = tuple(w.finish() for _, w in sorted(self.open_rows.writers.items()))
+            self.segments.append(RowSegment(len(self.segments), self.open_rows.start, end, tables))
+        self.open_rows = _OpenRowSegment(end)
+
+    def _emit_ddl(self, parsed: ParsedStatement, query: str, schema: str, txn: _Transaction,
+                  after: BinlogPosition) -> None:
+        self._close_rows(txn.start)
+        self.segments.append(
+            DdlSegment(
+                index=len(self.segments), start=txn.start, end=after, schema=schema, statement=query,
+                action=parsed.action, targets=parsed.targets, gtid=txn.gtid,
+            )
+        )
+        self.open_rows = _OpenRowSegment(after)
+
+    def finish(self) -> ChangeBatch:
+        self._close_rows(self.position)
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        return ChangeBatch(
+            pipeline=self.pipeline,
+            batch_id=self.batch_id,
+            start=self.range.start,
+            end=self.range.end,
+            segments=tuple(self.segments),
+            start_gtid=self.start_gtid,
+            end_gtid=self.last_gtid,
+            server_flavor=self.server_flavor,
+            row_count=sum(getattr(s, "row_count", 0) for s in self.segments),
+        )
+
+    _HANDLERS = {
+        MariadbGtidEvent: _on_gtid,
+        GtidEvent: _on_gtid,
+        QueryEvent: _on_query,
+        XidEvent: _on_xid,
+        TableMapEvent: _on_table_map,
+        WriteRowsEvent: _on_rows,
+        UpdateRowsEvent: _on_rows,
+        DeleteRowsEvent: _on_rows,
+        FormatDescriptionEvent: _on_other,
+    }
+
+
+class _StopReading(Exception):
+    pass
+
+
+def read_binlog(settings: MySQLSettings, start: BinlogPosition, server_id: int | None = None) -> Iterable:
+    """Every event from ``start`` to the current end of the leader's binlog (non-blocking)."""
+    stream = BinLogStreamReader(
+        connection_settings=settings.replication_settings(),
+        # Two readers with one server_id kick each other off (error 4052): each read gets its own.
+        server_id=server_id or random.randint(1 << 20, (1 << 31) - 1),
+        log_file=start.file,
+        log_pos=start.offset,
+        resume_stream=True,
+        blocking=False,
+        # Every event, known or not: positions must advance over all of them (see BatchBuilder).
+        only_events=None,
+        filter_non_implemented_events=False,
+        # With file+offset against MariaDB is_mariadb must stay off: on it the library ignores
+        # log_file/log_pos. MariaDB GTID events still arrive.
+        is_mariadb=False,
+        enable_logging=False,
+    )
+    try:
+        while True:
+            try:
+                event = stream.fetchone()
+            except pymysql.err.OperationalError as exc:
+                raise CaptureError(f"reading the leader's binlog from {start} failed: {exc.args[-1]}") from exc
+            if event is None:
+                return
+            yield event
+    finally:
+        stream.close()
+
+
+def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, range_: PositionRange,
+                  table_filter: TableFilter = TableFilter(), limits: WriterLimits = WriterLimits(),
+                  start_gtid: str | None = None) -> ChangeBatch | None:
+    """Write the batch for ``range_`` (manifest last) and return it; None for an empty range."""
+    with Leader(settings) as leader:
+        leader.check_settings()
+        leader.check_range(range_)
+        flavor = leader.flavor
+    if range_.empty:
+        return None
+    builder = BatchBuilder(store, pipeline, range_, table_filter, limits, start_gtid, flavor)
+    # Re-extraction: the manifest goes first, so a crash below leaves "no batch", never a
+    # manifest that points at half-rewritten files.
+    store.delete_prefix(f"{builder.prefix}/{MANIFEST_NAME}")
+    store.delete_prefix(builder.prefix)
+    try:
+        for event in read_binlog(settings, range_.start):
+            builder.handle(event)
+            if builder.done():
+                break
+        else:
+            raise CaptureError(
+                f"the leader's binlog ended at {builder.position} before the range end {range_.end}"
+            )
+    except _StopReading:
+        pass
+    batch = builder.finish()
+    store.put_bytes(f"{builder.prefix}/{MANIFEST_NAME}", batch.to_json().encode())
+    log.info("extracted %s %s: %d segments, %d rows", pipeline, range_, len(batch.segments), batch.row_count)
+    return batch

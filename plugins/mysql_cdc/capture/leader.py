@@ -1,0 +1,191 @@
+"""The leader server: where its binlog stands, what it still holds, and whether we may read it.
+
+Works against MariaDB (10.5+) and MySQL 8.x; the statement that shows the current binlog position
+differs (MySQL 8.2+ removed SHOW MASTER STATUS for SHOW BINARY LOG STATUS), so it is chosen from
+the server's version, not by trial and error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pymysql
+
+from ..contracts import BinlogPosition, PositionRange
+from ..settings import MySQLSettings
+
+
+class PreflightError(RuntimeError):
+    """The leader cannot be captured as configured; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class BinlogFile:
+    name: str
+    size: int
+
+
+class Leader:
+    def __init__(self, settings: MySQLSettings):
+        self.settings = settings
+        self._conn = None
+
+    def __enter__(self) -> "Leader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self):
+        if self._conn is None:
+            try:
+                self._conn = self.settings.connect()
+            except pymysql.err.OperationalError as exc:
+                raise PreflightError(
+                    f"cannot connect to the leader at {self.settings.host}:{self.settings.port} "
+                    f"as {self.settings.user!r}: {exc.args[-1]}"
+                ) from exc
+        return self._conn
+
+    def _rows(self, sql: str) -> list[tuple]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+
+    def _variable(self, name: str) -> str | None:
+        rows = self._rows(f"SHOW GLOBAL VARIABLES LIKE '{name}'")
+        return rows[0][1] if rows else None
+
+    # -- what the server is ------------------------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        return self._rows("SELECT VERSION()")[0][0]
+
+    @property
+    def flavor(self) -> str:
+        return "mariadb" if "mariadb" in self.version.lower() else "mysql"
+
+    def _version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", self.version)[:3])
+
+    # -- positions ------------------------------------------------------------------------------
+
+    def _status_statement(self) -> str:
+        if self.flavor == "mysql" and self._version_tuple() >= (8, 2):
+            return "SHOW BINARY LOG STATUS"
+        return "SHOW MASTER STATUS"
+
+    def current_position(self) -> BinlogPosition:
+        """The end of the leader's binlog: always a transaction boundary."""
+        try:
+            rows = self._rows(self._status_statement())
+        except pymysql.err.OperationalError as exc:
+            if exc.args[0] in (1227, 1045):  # access denied
+                raise PreflightError(
+                    f"user {self.settings.user!r} may not read the leader's binlog position: "
+                    "GRANT REPLICATION CLIENT ON *.* TO it (MariaDB calls it BINLOG MONITOR)"
+                ) from exc
+            raise
+        if not rows or not rows[0][0]:
+            raise PreflightError(
+                "binary logging is disabled on the leader: start it with --log-bin "
+                "--binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL --server-id=N"
+            )
+        return BinlogPosition(rows[0][0], int(rows[0][1]))
+
+    def current_gtid(self) -> str | None:
+        if self.flavor == "mariadb":
+            rows = self._rows("SELECT @@GLOBAL.gtid_binlog_pos")
+            return rows[0][0] or None
+        rows = self._rows("SELECT @@GLOBAL.gtid_executed")
+        return (rows[0][0] or "").replace("\n", "") or None
+
+    def binlog_files(self) -> list[BinlogFile]:
+        try:
+            rows = self._rows("SHOW BINARY LOGS")
+        except pymysql.err.OperationalError as exc:
+            if exc.args[0] == 1381:  # ER_NO_BINARY_LOGGING
+                self.current_position()  # raises the explanatory error
+            raise
+        return [BinlogFile(r[0], int(r[1])) for r in rows]
+
+    def earliest_position(self) -> BinlogPosition:
+        files = self.binlog_files()
+        if not files:
+            self.current_position()
+        # offset 4 is just past the magic number: the first event, a transaction boundary
+        return BinlogPosition(files[0].name, 4)
+
+    # -- preflight ------------------------------------------------------------------------------
+
+    def check_settings(self) -> None:
+        """Binlog on, ROW format, FULL row image, FULL row metadata; replication privileges."""
+        if (self._variable("log_bin") or "OFF").upper() != "ON":
+            raise PreflightError(
+                "binary logging is disabled on the leader (log_bin=OFF): restart it with --log-bin "
+                "--binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL --server-id=N"
+            )
+        expected = {"binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}
+        for name, want in expected.items():
+            have = self._variable(name)
+            if have is None:
+                raise PreflightError(
+                    f"the leader has no {name} setting (server {self.version}); mysql-cdc needs "
+                    "MariaDB 10.5+ or MySQL 8.0+ with binlog row metadata"
+                )
+            if have.upper() != want:
+                raise PreflightError(
+                    f"leader {name} is {have}, mysql-cdc needs {want}: SET GLOBAL {name}='{want}' "
+                    f"and put {name.replace('_', '-')}={want} in the server's config (new sessions "
+                    "pick it up; already-written binlog keeps the old format)"
+                )
+        self.check_privileges()
+
+    def check_privileges(self) -> None:
+        grants = " ".join(r[0] for r in self._rows("SHOW GRANTS")).upper()
+        if "ALL PRIVILEGES ON *.*" in grants:
+            return
+        needed = {
+            "REPLICATION SLAVE": ("REPLICATION SLAVE", "REPLICATION REPLICA"),
+            "REPLICATION CLIENT": ("REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"),
+        }
+        missing = [name for name, aliases in needed.items() if not any(a in grants for a in aliases)]
+        if missing:
+            raise PreflightError(
+                f"leader user {self.settings.user!r} lacks {', '.join(missing)}: run "
+                f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO '{self.settings.user}'@'%'"
+            )
+
+    def check_range(self, range_: PositionRange) -> None:
+        """The range must still be on the leader and must not run past its current position."""
+        files = self.binlog_files()
+        names = [f.name for f in files]
+        earliest = BinlogPosition(files[0].name, 4) if files else None
+        if earliest is None or range_.start < earliest or range_.start.file not in names:
+            raise PreflightError(
+                f"start position {range_.start} is no longer on the leader: its binlog was purged "
+                f"(earliest available position is {earliest}). The changes in between are lost to "
+                "binlog capture. To recover, re-seed the follower from a consistent dump of the leader "
+                "(mariadb-dump --single-transaction --master-data=2) and set the pipeline's checkpoint "
+                "to the position the dump records; then raise binlog_expire_logs_seconds so it does "
+                "not happen again"
+            )
+        size = files[names.index(range_.start.file)].size
+        if range_.start.offset > size:
+            raise PreflightError(
+                f"start position {range_.start} lies past the end of {range_.start.file} "
+                f"({size} bytes): it is not a position this leader wrote"
+            )
+        current = self.current_position()
+        if current < range_.end:
+            raise PreflightError(
+                f"end position {range_.end} is past the leader's current position {current}"
+            )

@@ -1,0 +1,185 @@
+"""MySQL column types as the binlog describes them -> exact Arrow types and value converters.
+
+Every choice here is about exact round-trips, not convenience:
+
+- unsigned integers widen to the next signed type (Spark has no unsigned types); BIGINT UNSIGNED
+  becomes decimal(20,0) so 2^64-1 survives.
+- DECIMAL up to 38 digits is decimal128(p,s); wider (MySQL allows 65) is kept as its exact text,
+  because neither Spark nor most readers handle decimal256.
+- TIME is a duration: MySQL TIME spans -838:59:59.999999..838:59:59.999999, not a time of day.
+- TIMESTAMP is a UTC instant; DATETIME is a naive wall-clock value.
+- BIT(n) is the big-endian bytes MySQL returns for it; SET is its comma-joined text (what MySQL
+  accepts back); JSON is its text.
+
+Dispatch is a table keyed by the binlog field type (see ``_BUILDERS``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Callable
+
+import pyarrow as pa
+from pymysqlreplication.constants import FIELD_TYPE
+
+Converter = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    mysql_type: str
+    arrow_type: pa.DataType
+    convert: Converter | None = None  # applied to non-NULL values before building Arrow arrays
+
+
+class UnsupportedColumnType(ValueError):
+    pass
+
+
+def _int(name: str, signed: pa.DataType, unsigned: pa.DataType):
+    def build(col) -> ColumnType:
+        if col.unsigned:
+            return ColumnType(f"{name} unsigned", unsigned)
+        return ColumnType(name, signed)
+
+    return build
+
+
+def _bigint(col) -> ColumnType:
+    if col.unsigned:
+        # Python int -> Decimal: exact for the whole 0..2^64-1 range
+        return ColumnType("bigint unsigned", pa.decimal128(20, 0), Decimal)
+    return ColumnType("bigint", pa.int64())
+
+
+def _decimal(col) -> ColumnType:
+    mysql_type = f"decimal({col.precision},{col.decimals})"
+    if col.precision <= 38:
+        return ColumnType(mysql_type, pa.decimal128(col.precision, col.decimals))
+    # Decimal -> str keeps every digit; format 'f' avoids exponent notation like 1E+30
+    return ColumnType(mysql_type, pa.string(), lambda v: format(v, "f"))
+
+
+def _fsp(name: str):
+    def suffix(col) -> str:
+        fsp = getattr(col, "fsp", 0) or 0
+        return f"{name}({fsp})" if fsp else name
+
+    return suffix
+
+
+def _datetime(col) -> ColumnType:
+    return ColumnType(_fsp("datetime")(col), pa.timestamp("us"))
+
+
+def _timestamp(col) -> ColumnType:
+    # mysql-replication returns the UTC wall clock (utcfromtimestamp) as a naive datetime;
+    # pyarrow reads naive datetimes for a tz-aware type as UTC, which is what they are.
+    return ColumnType(_fsp("timestamp")(col), pa.timestamp("us", tz="UTC"))
+
+
+def _time(col) -> ColumnType:
+    return ColumnType(_fsp("time")(col), pa.duration("us"))
+
+
+def _bit(col) -> ColumnType:
+    nbytes = (col.bits + 7) // 8
+    # mysql-replication renders BIT as a string of '0'/'1'; turn it back into MySQL's bytes
+    return ColumnType(f"bit({col.bits})", pa.binary(), lambda v: int(v, 2).to_bytes(nbytes, "big"))
+
+
+def _set(col) -> ColumnType:
+    # sorted by the SET's declared order, which is how MySQL itself renders the value
+    order = {v: i for i, v in enumerate(col.set_values or [])}
+    return ColumnType("set", pa.string(), lambda v: ",".join(sorted(v, key=order.__getitem__)))
+
+
+def _json_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+
+    def default(obj):
+        if isinstance(obj, bytes):
+            return obj.decode("utf-8")
+        if isinstance(obj, Decimal):
+            return float(obj)
+        return str(obj)
+
+    def keys_to_str(obj):
+        if isinstance(obj, dict):
+            return {(k.decode() if isinstance(k, bytes) else k): keys_to_str(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [keys_to_str(v) for v in obj]
+        return obj
+
+    return json.dumps(keys_to_str(value), default=default, ensure_ascii=False)
+
+
+_BLOB_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
+
+
+def _is_binary(col) -> bool:
+    return (col.character_set_name or "").lower() == "binary"
+
+
+def _text_or_binary(text_name: str, binary_name: str):
+    def build(col) -> ColumnType:
+        if _is_binary(col):
+            return ColumnType(binary_name, pa.binary())
+        return ColumnType(text_name, pa.string())
+
+    return build
+
+
+def _blob(col) -> ColumnType:
+    size = _BLOB_NAMES.get(col.length_size, "")
+    if _is_binary(col):
+        return ColumnType(f"{size}blob", pa.binary())
+    return ColumnType(f"{size}text", pa.string())
+
+
+_BUILDERS: dict[int, Callable[[Any], ColumnType]] = {
+    FIELD_TYPE.TINY: _int("tinyint", pa.int8(), pa.int16()),
+    FIELD_TYPE.SHORT: _int("smallint", pa.int16(), pa.int32()),
+    FIELD_TYPE.INT24: _int("mediumint", pa.int32(), pa.int32()),
+    FIELD_TYPE.LONG: _int("int", pa.int32(), pa.int64()),
+    FIELD_TYPE.LONGLONG: _bigint,
+    FIELD_TYPE.NEWDECIMAL: _decimal,
+    FIELD_TYPE.FLOAT: lambda col: ColumnType("float", pa.float32()),
+    FIELD_TYPE.DOUBLE: lambda col: ColumnType("double", pa.float64()),
+    FIELD_TYPE.YEAR: lambda col: ColumnType("year", pa.int16()),
+    FIELD_TYPE.DATE: lambda col: ColumnType("date", pa.date32()),
+    FIELD_TYPE.NEWDATE: lambda col: ColumnType("date", pa.date32()),
+    FIELD_TYPE.DATETIME: _datetime,
+    FIELD_TYPE.DATETIME2: _datetime,
+    FIELD_TYPE.TIMESTAMP: _timestamp,
+    FIELD_TYPE.TIMESTAMP2: _timestamp,
+    FIELD_TYPE.TIME: _time,
+    FIELD_TYPE.TIME2: _time,
+    FIELD_TYPE.VARCHAR: _text_or_binary("varchar", "varbinary"),
+    FIELD_TYPE.VAR_STRING: _text_or_binary("varchar", "varbinary"),
+    FIELD_TYPE.STRING: _text_or_binary("char", "binary"),
+    FIELD_TYPE.BLOB: _blob,
+    FIELD_TYPE.TINY_BLOB: _blob,
+    FIELD_TYPE.MEDIUM_BLOB: _blob,
+    FIELD_TYPE.LONG_BLOB: _blob,
+    FIELD_TYPE.ENUM: lambda col: ColumnType("enum", pa.string()),
+    FIELD_TYPE.SET: _set,
+    FIELD_TYPE.BIT: _bit,
+    FIELD_TYPE.JSON: lambda col: ColumnType("json", pa.string(), _json_text),
+    FIELD_TYPE.GEOMETRY: lambda col: ColumnType("geometry", pa.binary()),
+}
+
+
+def column_type(col, table: str) -> ColumnType:
+    """The exact type of one binlog column (a pymysqlreplication ``Column``)."""
+    try:
+        build = _BUILDERS[col.type]
+    except KeyError:
+        raise UnsupportedColumnType(
+            f"{table}.{col.name}: binlog column type {col.type} is not supported; "
+            "exclude the table with the pipeline's 'exclude' globs"
+        ) from None
+    return build(col)

@@ -1,0 +1,171 @@
+"""Writes one table's change rows of one segment as rolling Parquet files.
+
+Memory stays flat however long the range: rows are buffered as Python tuples only up to
+``chunk_rows``/``chunk_bytes``, then turned into one Arrow record batch (one Parquet row group)
+and appended to a local file; the file is uploaded and a new one started every ``file_rows`` /
+``file_bytes``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..contracts import ColumnSpec, TableChanges
+from ..contracts import change_row as cr
+from ..storage import ObjectStore
+from .types import ColumnType
+
+
+@dataclass(frozen=True)
+class WriterLimits:
+    chunk_rows: int = 50_000
+    chunk_bytes: int = 64 << 20
+    file_rows: int = 1_000_000
+    file_bytes: int = 256 << 20
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table's shape as its binlog table map gives it."""
+
+    database: str
+    table: str
+    names: tuple[str, ...]
+    types: tuple[ColumnType, ...]
+    nullable: tuple[bool, ...]
+    key_columns: tuple[str, ...]
+
+    @property
+    def fields(self) -> list[pa.Field]:
+        return [pa.field(n, t.arrow_type, nullable) for n, t, nullable in zip(self.names, self.types, self.nullable)]
+
+    @property
+    def signature(self) -> tuple:
+        return (self.names, tuple(t.mysql_type for t in self.types), self.key_columns)
+
+
+class TableChangeWriter:
+    def __init__(self, spec: TableSpec, store: ObjectStore, batch_prefix: str, segment_dir: str,
+                 tmp_dir: str, limits: WriterLimits):
+        self.spec = spec
+        self.store = store
+        self.limits = limits
+        self.schema = cr.change_row_schema(spec.fields)
+        self.rel_dir = f"{segment_dir}/{quote(spec.database, safe='')}.{quote(spec.table, safe='')}"
+        self.batch_prefix = batch_prefix
+        self.tmp_dir = tmp_dir
+        self.files: list[str] = []
+        self.row_count = 0
+        self._converters = [(i, t.convert) for i, t in enumerate(spec.types) if t.convert]
+        self._reset_chunk()
+        self._writer: pq.ParquetWriter | None = None
+        self._file_rows = 0
+        self._file_bytes = 0
+
+    def _reset_chunk(self) -> None:
+        self.rows: list[tuple] = []
+        self.befores: list[tuple | None] = []
+        self.ops: list[str] = []
+        self.files_col: list[str] = []
+        self.seqs: list[int] = []
+        self.positions: list[int] = []
+        self.indexes: list[int] = []
+        self.commit_ts: list[int] = []
+        self.gtids: list[str | None] = []
+        self.txns: list[str] = []
+        self._chunk_bytes = 0
+
+    def add_event(self, op: str, rows: list[tuple], befores: list[tuple] | None, file: str, seq: int,
+                  pos: int, commit_ts: int, gtid: str | None, txn: str, event_bytes: int) -> None:
+        """Append one rows event; per-event metadata is extended in bulk (C loops, not Python)."""
+        n = len(rows)
+        self.rows.extend(rows)
+        self.befores.extend(befores if befores is not None else [None] * n)
+        self.ops.extend([op] * n)
+        self.files_col.extend([file] * n)
+        self.seqs.extend([seq] * n)
+        self.positions.extend([pos] * n)
+        self.indexes.extend(range(n))
+        self.commit_ts.extend([commit_ts] * n)
+        self.gtids.extend([gtid] * n)
+        self.txns.extend([txn] * n)
+        self._chunk_bytes += event_bytes
+        self.row_count += n
+        if len(self.rows) >= self.limits.chunk_rows or self._chunk_bytes >= self.limits.chunk_bytes:
+            self._flush_chunk()
+
+    def _columns(self, rows: list[tuple]) -> list[list]:
+        columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in self.spec.names]
+        for i, convert in self._converters:
+            columns[i] = [None if v is None else convert(v) for v in columns[i]]
+        return columns
+
+    def _record_batch(self) -> pa.RecordBatch:
+        fields = self.spec.fields
+        columns = self._columns(self.rows)
+        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, fields)]
+        null_row = (None,) * len(fields)
+        before_mask = pa.array([b is None for b in self.befores], pa.bool_())
+        before_cols = self._columns([b if b is not None else null_row for b in self.befores])
+        before = pa.StructArray.from_arrays(
+            [pa.array(col, type=f.type) for col, f in zip(before_cols, fields)],
+            fields=fields,
+            mask=before_mask,
+        )
+        meta = [
+            pa.array(self.ops, pa.string()),
+            pa.array(self.files_col, pa.string()),
+            pa.array(self.seqs, pa.int64()),
+            pa.array(self.positions, pa.int64()),
+            pa.array(self.indexes, pa.int32()),
+            pa.array(self.commit_ts, pa.timestamp("s", tz="UTC")),
+            pa.array(self.gtids, pa.string()),
+            pa.array(self.txns, pa.string()),
+        ]
+        return pa.RecordBatch.from_arrays([*arrays, *meta, before], schema=self.schema)
+
+    def _flush_chunk(self) -> None:
+        if not self.rows:
+            return
+        batch = self._record_batch()
+        self._reset_chunk()
+        if self._writer is None:
+            self._local = os.path.join(self.tmp_dir, f"part-{len(self.files):05d}-{id(self)}.parquet")
+            self._writer = pq.ParquetWriter(self._local, self.schema, compression="snappy")
+        self._writer.write_batch(batch)
+        self._file_rows += batch.num_rows
+        self._file_bytes += batch.nbytes
+        if self._file_rows >= self.limits.file_rows or self._file_bytes >= self.limits.file_bytes:
+            self._close_file()
+
+    def _close_file(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._writer = None
+        rel = f"{self.rel_dir}/part-{len(self.files):05d}.parquet"
+        self.store.put_file(self._local, f"{self.batch_prefix}/{rel}")
+        os.unlink(self._local)
+        self.files.append(rel)
+        self._file_rows = self._file_bytes = 0
+
+    def finish(self) -> TableChanges:
+        self._flush_chunk()
+        self._close_file()
+        columns = tuple(
+            ColumnSpec(name, t.mysql_type, str(t.arrow_type), nullable)
+            for name, t, nullable in zip(self.spec.names, self.spec.types, self.spec.nullable)
+        )
+        return TableChanges(
+            database=self.spec.database,
+            table=self.spec.table,
+            columns=columns,
+            key_columns=self.spec.key_columns,
+            files=tuple(self.files),
+            row_count=self.row_count,
+        )

@@ -1,0 +1,270 @@
+"""The change batch: the unit that capture writes and the merge job applies.
+
+Layout under a storage root::
+
+    <root>/<pipeline>/batches/<batch id>/manifest.json
+    <root>/<pipeline>/batches/<batch id>/seg-00001/<db>.<table>/part-00000.parquet
+
+``manifest.json`` is written last and is the commit marker: a batch directory without it does
+not exist (it is a crashed or in-progress extraction and is ignored, then overwritten).
+Batch ids sort in binlog order because they are built from fixed-width position tokens.
+
+The manifest lists the range, then the ordered segments of that range: a ``rows`` segment is a
+run of row changes (per table: its files, row count, columns and key columns); a ``ddl`` segment
+is one schema statement with its default schema. A DDL therefore splits a batch into several
+follower commits, each of which leaves the follower consistent with the leader.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Union
+
+from .position import BinlogPosition, PositionRange
+
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+
+class ManifestError(ValueError):
+    """manifest.json does not follow the change batch contract."""
+
+
+def _strict(cls, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Reject unknown and missing keys, naming them: a typo must not silently drop data."""
+    if not isinstance(data, dict):
+        raise ManifestError(f"{where}: expected an object, got {type(data).__name__}")
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ManifestError(f"{where}: unknown field(s) {unknown}; known fields are {sorted(names)}")
+    required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+    missing = sorted(required - set(data))
+    if missing:
+        raise ManifestError(f"{where}: missing field(s) {missing}")
+    return data
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One table column as the binlog describes it (never today's information_schema)."""
+
+    name: str
+    mysql_type: str  # e.g. "bigint unsigned", "decimal(65,30)", "datetime(6)", "varchar"
+    arrow_type: str  # str() of the pyarrow type used in the Parquet files
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class TableChanges:
+    database: str
+    table: str
+    columns: tuple[ColumnSpec, ...]
+    key_columns: tuple[str, ...]  # the primary key; empty means "apply by full before-image"
+    files: tuple[str, ...]  # relative to the batch directory, in binlog order
+    row_count: int
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["columns"] = [asdict(c) for c in self.columns]
+        data["key_columns"] = list(self.key_columns)
+        data["files"] = list(self.files)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> "TableChanges":
+        _strict(cls, data, where)
+        columns = tuple(
+            ColumnSpec(**_strict(ColumnSpec, c, f"{where}.columns[{i}]"))
+            for i, c in enumerate(data["columns"])
+        )
+        return cls(
+            database=data["database"],
+            table=data["table"],
+            columns=columns,
+            key_columns=tuple(data["key_columns"]),
+            files=tuple(data["files"]),
+            row_count=int(data["row_count"]),
+        )
+
+
+@dataclass(frozen=True)
+class RowSegment:
+    """A run of row changes between two transaction boundaries, with no DDL inside."""
+
+    index: int
+    start: BinlogPosition
+    end: BinlogPosition
+    tables: tuple[TableChanges, ...]
+    kind: str = "rows"
+
+    @property
+    def row_count(self) -> int:
+        return sum(t.row_count for t in self.tables)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "index": self.index,
+            "start": str(self.start),
+            "end": str(self.end),
+            "tables": [t.to_json() for t in self.tables],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> "RowSegment":
+        _strict(cls, data, where)
+        return cls(
+            index=int(data["index"]),
+            start=BinlogPosition.parse(data["start"]),
+            end=BinlogPosition.parse(data["end"]),
+            tables=tuple(
+                TableChanges.from_json(t, f"{where}.tables[{i}]") for i, t in enumerate(data["tables"])
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class DdlTarget:
+    """A database, or a table of a database, that a DDL statement creates, changes or drops."""
+
+    database: str
+    table: str | None = None  # None for CREATE/DROP DATABASE
+
+
+@dataclass(frozen=True)
+class DdlSegment:
+    """One schema statement, replayed on the follower with its default schema."""
+
+    index: int
+    start: BinlogPosition  # where the statement's transaction begins
+    end: BinlogPosition  # the transaction boundary right after it
+    schema: str  # the session's default schema when the leader ran it ('' for none)
+    statement: str
+    action: str  # e.g. "create_table", "alter_table", "drop_database" (see capture.ddl)
+    targets: tuple[DdlTarget, ...]
+    gtid: str | None = None
+    kind: str = "ddl"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "index": self.index,
+            "start": str(self.start),
+            "end": str(self.end),
+            "schema": self.schema,
+            "statement": self.statement,
+            "action": self.action,
+            "targets": [asdict(t) for t in self.targets],
+            "gtid": self.gtid,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> "DdlSegment":
+        _strict(cls, data, where)
+        return cls(
+            index=int(data["index"]),
+            start=BinlogPosition.parse(data["start"]),
+            end=BinlogPosition.parse(data["end"]),
+            schema=data["schema"],
+            statement=data["statement"],
+            action=data["action"],
+            targets=tuple(
+                DdlTarget(**_strict(DdlTarget, t, f"{where}.targets[{i}]"))
+                for i, t in enumerate(data["targets"])
+            ),
+            gtid=data.get("gtid"),
+        )
+
+
+Segment = Union[RowSegment, DdlSegment]
+_SEGMENT_KINDS = {"rows": RowSegment, "ddl": DdlSegment}
+
+
+def batch_id_for(range_: PositionRange) -> str:
+    """Sortable in binlog order; the same range always gets the same id (re-extraction overwrites)."""
+    return f"{range_.start.token()}-{range_.end.token()}"
+
+
+def batch_prefix(pipeline: str, batch_id: str) -> str:
+    return f"{pipeline}/batches/{batch_id}"
+
+
+def batches_prefix(pipeline: str) -> str:
+    return f"{pipeline}/batches/"
+
+
+@dataclass(frozen=True)
+class ChangeBatch:
+    """The contents of manifest.json."""
+
+    pipeline: str
+    batch_id: str
+    start: BinlogPosition
+    end: BinlogPosition
+    segments: tuple[Segment, ...]
+    start_gtid: str | None = None  # GTID of the last transaction before ``start``, if known
+    end_gtid: str | None = None  # GTID of the last transaction inside the batch
+    server_flavor: str = "mariadb"  # "mariadb" or "mysql": DDL dialect of ``statement``s
+    format_version: int = FORMAT_VERSION
+    row_count: int = field(default=0)
+
+    @property
+    def range(self) -> PositionRange:
+        return PositionRange(self.start, self.end)
+
+    @property
+    def prefix(self) -> str:
+        return batch_prefix(self.pipeline, self.batch_id)
+
+    def to_json(self) -> str:
+        body = {
+            "format_version": self.format_version,
+            "pipeline": self.pipeline,
+            "batch_id": self.batch_id,
+            "start": str(self.start),
+            "end": str(self.end),
+            "start_gtid": self.start_gtid,
+            "end_gtid": self.end_gtid,
+            "server_flavor": self.server_flavor,
+            "row_count": self.row_count,
+            "segments": [s.to_json() for s in self.segments],
+        }
+        # sort_keys + fixed separators: re-extracting a range yields a byte-identical manifest
+        return json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "ChangeBatch":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ManifestError(f"manifest.json is not valid JSON: {exc}") from exc
+        _strict(cls, data, "manifest")
+        if data["format_version"] != FORMAT_VERSION:
+            raise ManifestError(
+                f"manifest format_version {data['format_version']} is not supported "
+                f"(this code reads version {FORMAT_VERSION}); upgrade mysql-cdc"
+            )
+        segments = []
+        for i, seg in enumerate(data["segments"]):
+            kind = seg.get("kind") if isinstance(seg, dict) else None
+            if kind not in _SEGMENT_KINDS:
+                raise ManifestError(f"manifest.segments[{i}].kind: {kind!r} is not one of {sorted(_SEGMENT_KINDS)}")
+            segments.append(_SEGMENT_KINDS[kind].from_json(seg, f"manifest.segments[{i}]"))
+        return cls(
+            pipeline=data["pipeline"],
+            batch_id=data["batch_id"],
+            start=BinlogPosition.parse(data["start"]),
+            end=BinlogPosition.parse(data["end"]),
+            segments=tuple(segments),
+            start_gtid=data["start_gtid"],
+            end_gtid=data["end_gtid"],
+            server_flavor=data["server_flavor"],
+            format_version=data["format_version"],
+            row_count=int(data["row_count"]),
+        )

@@ -1,0 +1,100 @@
+"""The checkpoint: one row per pipeline in the follower, written in the follower transaction
+that applies the rows it covers.
+
+Besides the last applied position it carries a *pending DDL* marker. DDL commits implicitly on
+MySQL/MariaDB, so it cannot share a transaction with the checkpoint. Before running a DDL the
+merge job records the DDL's position and a fingerprint of the objects it touches; after it, the
+checkpoint moves past the DDL. A retry that finds the marker compares fingerprints to tell whether
+the statement already ran, so it is neither lost nor run twice.
+
+Functions here take any DB-API connection (PyMySQL on both the Airflow side and the Spark job).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from .position import BinlogPosition
+
+CHECKPOINT_SCHEMA = "_mysql_cdc"
+CHECKPOINT_TABLE = f"`{CHECKPOINT_SCHEMA}`.`checkpoint`"
+
+CREATE_SQL = (
+    f"CREATE DATABASE IF NOT EXISTS `{CHECKPOINT_SCHEMA}`",
+    f"""CREATE TABLE IF NOT EXISTS {CHECKPOINT_TABLE} (
+        pipeline VARCHAR(190) NOT NULL PRIMARY KEY,
+        binlog_file VARCHAR(255) NOT NULL,
+        binlog_pos BIGINT UNSIGNED NOT NULL,
+        gtid VARCHAR(255) NULL,
+        batch_id VARCHAR(255) NULL,
+        pending_ddl_pos VARCHAR(300) NULL,
+        pending_ddl_fingerprint VARCHAR(64) NULL,
+        updated_at DATETIME(6) NOT NULL
+    ) ENGINE=InnoDB""",
+)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    pipeline: str
+    position: BinlogPosition
+    gtid: str | None = None
+    batch_id: str | None = None
+    pending_ddl_pos: BinlogPosition | None = None
+    pending_ddl_fingerprint: str | None = None
+    updated_at: dt.datetime | None = None
+
+
+def ensure_checkpoint_table(conn) -> None:
+    with conn.cursor() as cur:
+        for stmt in CREATE_SQL:
+            cur.execute(stmt)
+
+
+def read_checkpoint(conn, pipeline: str, *, for_update: bool = False) -> Checkpoint | None:
+    """The pipeline's checkpoint, or None when it has never run. ``for_update`` locks the row
+    for the rest of the caller's transaction, so two merges of one pipeline serialize."""
+    sql = (
+        f"SELECT pipeline, binlog_file, binlog_pos, gtid, batch_id, pending_ddl_pos, "
+        f"pending_ddl_fingerprint, updated_at FROM {CHECKPOINT_TABLE} WHERE pipeline = %s"
+    )
+    if for_update:
+        sql += " FOR UPDATE"
+    with conn.cursor() as cur:
+        cur.execute(sql, (pipeline,))
+        row = cur.fetchone()
+    if row is None:
+        return None
+    row = tuple(row.values()) if isinstance(row, dict) else row
+    return Checkpoint(
+        pipeline=row[0],
+        position=BinlogPosition(row[1], int(row[2])),
+        gtid=row[3],
+        batch_id=row[4],
+        pending_ddl_pos=BinlogPosition.parse(row[5]) if row[5] else None,
+        pending_ddl_fingerprint=row[6],
+        updated_at=row[7],
+    )
+
+
+def write_checkpoint(conn, checkpoint: Checkpoint) -> None:
+    """Upsert the checkpoint inside the caller's transaction (the caller commits)."""
+    with conn.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {CHECKPOINT_TABLE} (pipeline, binlog_file, binlog_pos, gtid, batch_id, "
+            "pending_ddl_pos, pending_ddl_fingerprint, updated_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, UTC_TIMESTAMP(6)) "
+            "ON DUPLICATE KEY UPDATE binlog_file = VALUES(binlog_file), binlog_pos = VALUES(binlog_pos), "
+            "gtid = VALUES(gtid), batch_id = VALUES(batch_id), pending_ddl_pos = VALUES(pending_ddl_pos), "
+            "pending_ddl_fingerprint = VALUES(pending_ddl_fingerprint), updated_at = VALUES(updated_at)",
+            (
+                checkpoint.pipeline,
+                checkpoint.position.file,
+                checkpoint.position.offset,
+                checkpoint.gtid,
+                checkpoint.batch_id,
+                str(checkpoint.pending_ddl_pos) if checkpoint.pending_ddl_pos else None,
+                checkpoint.pending_ddl_fingerprint,
+            ),
+        )

@@ -1,0 +1,88 @@
+"""Binlog positions: the one definition of "where in the leader's history" used everywhere.
+
+A position names the byte offset of an event boundary inside one binlog file, written
+``FILE:OFFSET`` (``binlog.000003:1146``). Positions are totally ordered by the file's numeric
+sequence and then the offset: the binlog base name never changes on one server, but file names
+are compared by sequence so that ``binlog.1000000`` (seven digits after a long life) still sorts
+after ``binlog.999999``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import total_ordering
+
+_POSITION_RE = re.compile(r"^(?P<file>[^:\s]+\.(?P<seq>\d+)):(?P<offset>\d+)$")
+
+
+class InvalidPosition(ValueError):
+    """A string that is not ``FILE:OFFSET`` was given where a binlog position was expected."""
+
+
+@total_ordering
+@dataclass(frozen=True)
+class BinlogPosition:
+    file: str
+    offset: int
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[^:\s]+\.\d+", self.file or ""):
+            raise InvalidPosition(
+                f"binlog file name {self.file!r} does not end in a numeric sequence "
+                "(expected something like 'binlog.000003')"
+            )
+        if self.offset < 0:
+            raise InvalidPosition(f"binlog offset must be >= 0, got {self.offset}")
+
+    @classmethod
+    def parse(cls, text: str) -> "BinlogPosition":
+        match = _POSITION_RE.match((text or "").strip())
+        if not match:
+            raise InvalidPosition(
+                f"{text!r} is not a binlog position; write it as FILE:OFFSET, "
+                "for example 'binlog.000003:1146' (see SHOW BINARY LOGS on the leader)"
+            )
+        return cls(match["file"], int(match["offset"]))
+
+    @property
+    def sequence(self) -> int:
+        return int(self.file.rsplit(".", 1)[1])
+
+    @property
+    def sort_key(self) -> tuple[int, int]:
+        return (self.sequence, self.offset)
+
+    def __lt__(self, other: "BinlogPosition") -> bool:
+        if not isinstance(other, BinlogPosition):
+            return NotImplemented
+        return self.sort_key < other.sort_key
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.offset}"
+
+    def token(self) -> str:
+        """A fixed-width, lexicographically sortable rendering, used to name batches."""
+        return f"{self.sequence:010d}.{self.offset:020d}"
+
+
+@dataclass(frozen=True)
+class PositionRange:
+    """A half-open range ``[start, end)`` of the binlog; both ends are transaction boundaries."""
+
+    start: BinlogPosition
+    end: BinlogPosition
+
+    def __post_init__(self) -> None:
+        if self.end < self.start:
+            raise InvalidPosition(
+                f"range end {self.end} is before its start {self.start}; "
+                "give the earlier position as start"
+            )
+
+    @property
+    def empty(self) -> bool:
+        return self.start == self.end
+
+    def __str__(self) -> str:
+        return f"[{self.start}, {self.end})"

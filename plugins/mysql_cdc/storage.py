@@ -1,0 +1,216 @@
+"""Object storage for change batches: ``s3://bucket/prefix`` through boto3, or ``file:///path``.
+
+Both stores speak in keys relative to the storage root. Writes of whole objects are atomic on
+both (S3 PUT is atomic; the file store writes a temp file and renames it), which is what makes
+"manifest.json written last" a commit marker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Protocol
+from urllib.parse import urlparse
+
+from .contracts import MANIFEST_NAME, ChangeBatch, batch_prefix, batches_prefix
+
+
+class StorageError(ValueError):
+    """A storage URI or setting that cannot work; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """How to reach an S3 API endpoint. Secrets are kept out of repr() so they never reach logs."""
+
+    endpoint_url: str | None = None
+    region_name: str | None = None
+    aws_access_key_id: str | None = field(default=None, repr=False)
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+    aws_session_token: str | None = field(default=None, repr=False)
+
+    def client(self):
+        import boto3  # imported here: the Spark job imports this module on executors lazily
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=self.region_name,
+            aws_access_key_id=self.aws_access_key_id,
+            aws_secret_access_key=self.aws_secret_access_key,
+            aws_session_token=self.aws_session_token,
+        )
+
+
+class ObjectStore(Protocol):
+    uri: str
+
+    def put_file(self, local_path: str, key: str) -> None: ...
+    def put_bytes(self, key: str, data: bytes) -> None: ...
+    def get_bytes(self, key: str) -> bytes: ...
+    def exists(self, key: str) -> bool: ...
+    def list_keys(self, prefix: str) -> list[str]: ...
+    def delete_prefix(self, prefix: str) -> None: ...
+    def uri_of(self, key: str) -> str: ...
+
+
+class LocalStore:
+    def __init__(self, root: str):
+        self.root = Path(root)
+        self.uri = f"file://{self.root}"
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if self.root.resolve() not in (path, *path.parents):
+            raise StorageError(f"key {key!r} escapes the storage root {self.root}")
+        return path
+
+    def put_file(self, local_path: str, key: str) -> None:
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        shutil.copyfile(local_path, tmp)
+        os.replace(tmp, target)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)  # atomic: readers see the old object or the new one, never half
+
+    def get_bytes(self, key: str) -> bytes:
+        return self._path(key).read_bytes()
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list_keys(self, prefix: str) -> list[str]:
+        base = self._path(prefix) if prefix else self.root
+        start = base if base.is_dir() else base.parent
+        if not start.exists():
+            return []
+        keys = []
+        for dirpath, _, files in os.walk(start):
+            for name in files:
+                if name.startswith("."):
+                    continue  # temp files of an in-flight write
+                key = str(Path(dirpath, name).relative_to(self.root))
+                if key.startswith(prefix):
+                    keys.append(key)
+        return sorted(keys)
+
+    def delete_prefix(self, prefix: str) -> None:
+        path = self._path(prefix)
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+    def uri_of(self, key: str) -> str:
+        return f"{self.uri}/{key}"
+
+
+class S3Store:
+    def __init__(self, bucket: str, prefix: str, client):
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.client = client
+        self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put_file(self, local_path: str, key: str) -> None:
+        self.client.upload_file(local_path, self.bucket, self._key(key))
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def get_bytes(self, key: str) -> bytes:
+        return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+
+    def _iter_keys(self, prefix: str) -> Iterator[str]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+            for obj in page.get("Contents", []):
+                yield obj["Key"][strip:]
+
+    def list_keys(self, prefix: str) -> list[str]:
+        return sorted(self._iter_keys(prefix))
+
+    def delete_prefix(self, prefix: str) -> None:
+        keys = [{"Key": self._key(k)} for k in self._iter_keys(prefix)]
+        for i in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys[i : i + 1000]})
+
+    def uri_of(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._key(key)}"
+
+
+def open_store(uri: str, s3: S3Settings | None = None, s3_client=None) -> ObjectStore:
+    """The store behind a storage URI. For ``s3://`` pass a boto3 client (the Airflow side builds
+    one from its connection) or S3Settings (the Spark job builds one from its environment)."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise StorageError(f"storage URI {uri!r}: write local paths as file:///absolute/path")
+        return LocalStore(parsed.path)
+    if parsed.scheme in ("s3", "s3a"):
+        if not parsed.netloc:
+            raise StorageError(f"storage URI {uri!r} names no bucket; write s3://bucket/prefix")
+        client = s3_client or (s3 or S3Settings()).client()
+        return S3Store(parsed.netloc, parsed.path, client)
+    raise StorageError(
+        f"storage URI {uri!r} has scheme {parsed.scheme!r}; use s3://bucket/prefix or file:///path"
+    )
+
+
+def split_manifest_uri(manifest_uri: str) -> tuple[str, str]:
+    """``<root>/<pipeline>/batches/<id>/manifest.json`` -> (root URI, batch prefix)."""
+    marker = "/batches/"
+    if not manifest_uri.endswith("/" + MANIFEST_NAME) or marker not in manifest_uri:
+        raise StorageError(
+            f"{manifest_uri!r} is not a batch manifest URI "
+            f"(expected <root>/<pipeline>/batches/<batch id>/{MANIFEST_NAME})"
+        )
+    head, _, tail = manifest_uri.rpartition(marker)
+    root, _, pipeline = head.rpartition("/")
+    batch_id = tail[: -len("/" + MANIFEST_NAME)]
+    return root, batch_prefix(pipeline, batch_id)
+
+
+def read_batch(store: ObjectStore, prefix: str) -> ChangeBatch | None:
+    """The batch at ``prefix``, or None when its manifest is absent (the batch does not exist)."""
+    key = f"{prefix}/{MANIFEST_NAME}"
+    if not store.exists(key):
+        return None
+    return ChangeBatch.from_json(store.get_bytes(key))
+
+
+def list_batches(store: ObjectStore, pipeline: str) -> list[ChangeBatch]:
+    """Committed batches of a pipeline in binlog order; directories without a manifest are skipped."""
+    manifests = [k for k in store.list_keys(batches_prefix(pipeline)) if k.endswith("/" + MANIFEST_NAME)]
+    return [ChangeBatch.from_json(store.get_bytes(k)) for k in sorted(manifests)]
+
+
+def local_temp_dir() -> str:
+    return tempfile.mkdtemp(prefix="mysql-cdc-")

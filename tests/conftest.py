@@ -1,0 +1,110 @@
+"""Session fixtures that start REAL local services (see scripts/local_services.py).
+
+Services are started lazily: a session only pays for the MariaDB/moto processes that
+its selected tests actually request.  Each service is stopped three ways, whichever
+comes first: the fixture finalizer (normal end or failure), an atexit hook (interpreter
+shutdown after e.g. an internal pytest error), and PR_SET_PDEATHSIG (the kernel
+SIGTERMs the service if the pytest process is killed outright).
+
+Tests are isolated from each other by database / bucket names (``unique_name``,
+``s3_bucket``), not by separate servers.
+"""
+from __future__ import annotations
+
+import atexit
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# scripts/  -> `import local_services`
+# plugins/  -> `import mysql_cdc` (Airflow's plugins folder layout)
+# repo root -> `import spark_jobs`
+for _p in (REPO_ROOT / "scripts", REPO_ROOT / "plugins", REPO_ROOT):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import local_services  # noqa: E402
+from local_services import MariaDBServer, MotoS3Server  # noqa: E402
+
+LEADER_USER = "cdc_reader"
+LEADER_PASSWORD = "cdc_reader_pw"
+FOLLOWER_USER = "cdc_writer"
+FOLLOWER_PASSWORD = "cdc_writer_pw"
+
+
+def _start_managed(request: pytest.FixtureRequest, service):
+    """Start ``service`` and guarantee it is stopped at session end or interpreter exit."""
+    # Register the stops BEFORE start(): if start() fails half-way (e.g. the server came
+    # up but _secure() failed) the process must still be cleaned up.
+    request.addfinalizer(service.stop)
+    atexit.register(service.stop)  # stop() is idempotent, so double calls are harmless
+    return service.start()
+
+
+@pytest.fixture(scope="session")
+def services_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Session-wide directory holding the services' datadirs and logs."""
+    return tmp_path_factory.mktemp("services")
+
+
+@pytest.fixture(scope="session")
+def leader(request: pytest.FixtureRequest, services_dir: Path) -> MariaDBServer:
+    """MariaDB with ROW binlog (FULL image + FULL metadata), server_id 1."""
+    server = MariaDBServer(services_dir, "leader", server_id=1, binlog=True, die_with_parent=True)
+    return _start_managed(request, server)
+
+
+@pytest.fixture(scope="session")
+def follower(request: pytest.FixtureRequest, services_dir: Path) -> MariaDBServer:
+    """MariaDB without binlog, server_id 2 (the merge target)."""
+    server = MariaDBServer(services_dir, "follower", server_id=2, binlog=False, die_with_parent=True)
+    return _start_managed(request, server)
+
+
+@pytest.fixture(scope="session")
+def s3_server(request: pytest.FixtureRequest, services_dir: Path) -> MotoS3Server:
+    """moto's HTTP server; use ``s3_server.client_kwargs()`` for boto3."""
+    return _start_managed(request, MotoS3Server(services_dir, die_with_parent=True))
+
+
+@pytest.fixture(scope="session")
+def leader_user(leader: MariaDBServer) -> dict:
+    """dict(host, port, user, password) for a binlog-reading account on the leader."""
+    return leader.create_user(
+        LEADER_USER, LEADER_PASSWORD,
+        ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"],
+    )
+
+
+@pytest.fixture(scope="session")
+def follower_user(follower: MariaDBServer) -> dict:
+    """dict(host, port, user, password) for an all-privileges account on the follower."""
+    return follower.create_user(FOLLOWER_USER, FOLLOWER_PASSWORD, ["ALL PRIVILEGES ON *.*"])
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """Short unique lowercase identifier, valid as a MySQL database name and S3 bucket
+    name component (starts with a letter, [a-z0-9_] only)."""
+    return "t" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def s3_bucket(s3_server: MotoS3Server) -> dict:
+    """A fresh, uniquely named bucket on the moto server.
+
+    Returns dict(endpoint_url, bucket, aws_access_key_id, aws_secret_access_key,
+    region_name); everything except ``bucket`` can be splatted into ``boto3.client("s3", ...)``.
+    """
+    import boto3  # imported lazily: only S3 tests need it
+
+    kwargs = s3_server.client_kwargs()
+    bucket = "mcdc-" + uuid.uuid4().hex[:16]  # S3 names: lowercase, no underscores
+    boto3.client("s3", **kwargs).create_bucket(Bucket=bucket)  # us-east-1: no LocationConstraint
+    return {**kwargs, "bucket": bucket}
+
+
+__all__ = ["local_services"]
