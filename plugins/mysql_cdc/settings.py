@@ -31,7 +31,7 @@ class MySQLSettings:
 
     def replication_settings(self) -> dict:
         """The form mysql-replication's BinLogStreamReader takes."""
-        return {"host": self.host, "port": self.port, "user": self.user, "passwd": self.password}
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
 
 
 class SecretsError(ValueError):

@@ -16,6 +16,7 @@ Dispatch is a table keyed by the binlog field type (see ``_BUILDERS``).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -80,8 +81,26 @@ def _timestamp(col) -> ColumnType:
     return ColumnType(_fsp("timestamp")(col), pa.timestamp("us", tz="UTC"))
 
 
+_US = dt.timedelta(microseconds=1)
+
+
+def _fix_negative_fractional_time(value: dt.timedelta) -> dt.timedelta:
+    """mysql-replication decodes a negative TIME(n>0) with a fraction wrong: it negates the
+    integer part and the fraction separately, but MySQL stores the packed value as one signed
+    number, so the integer part of a negative value with a fraction is one second further from
+    zero and the fraction is its complement. Measured on every fsp 1..6 against the leader's own
+    values (tests/capture/test_types.py); undone here rather than forking the library."""
+    if value >= dt.timedelta(0) or value.microseconds == 0:
+        return value
+    magnitude = -(value // _US)  # microseconds the library reports, as a positive number
+    whole_seconds = (magnitude + 999_999) // 1_000_000
+    fraction = whole_seconds * 1_000_000 - magnitude
+    return -((whole_seconds - 1) * 1_000_000 + fraction) * _US
+
+
 def _time(col) -> ColumnType:
-    return ColumnType(_fsp("time")(col), pa.duration("us"))
+    fsp = getattr(col, "fsp", 0) or 0
+    return ColumnType(_fsp("time")(col), pa.duration("us"), _fix_negative_fractional_time if fsp else None)
 
 
 def _bit(col) -> ColumnType:
@@ -133,6 +152,16 @@ def _text_or_binary(text_name: str, binary_name: str):
     return build
 
 
+def _char_or_binary(col) -> ColumnType:
+    if _is_binary(col):
+        # The binlog drops BINARY(n)'s trailing 0x00 pad bytes; the stored value has them.
+        width = col.max_length
+        # (and hands back an empty value as '': bytes.decode of b'' never looks up the codec)
+        return ColumnType(f"binary({width})", pa.binary(), lambda v: bytes(v, "ascii").ljust(width, b"\x00")
+                          if isinstance(v, str) else v.ljust(width, b"\x00"))
+    return ColumnType("char", pa.string())
+
+
 def _blob(col) -> ColumnType:
     size = _BLOB_NAMES.get(col.length_size, "")
     if _is_binary(col):
@@ -160,7 +189,7 @@ _BUILDERS: dict[int, Callable[[Any], ColumnType]] = {
     FIELD_TYPE.TIME2: _time,
     FIELD_TYPE.VARCHAR: _text_or_binary("varchar", "varbinary"),
     FIELD_TYPE.VAR_STRING: _text_or_binary("varchar", "varbinary"),
-    FIELD_TYPE.STRING: _text_or_binary("char", "binary"),
+    FIELD_TYPE.STRING: _char_or_binary,
     FIELD_TYPE.BLOB: _blob,
     FIELD_TYPE.TINY_BLOB: _blob,
     FIELD_TYPE.MEDIUM_BLOB: _blob,

@@ -112,9 +112,10 @@ class TableChangeWriter:
         null_row = (None,) * len(fields)
         before_mask = pa.array([b is None for b in self.befores], pa.bool_())
         before_cols = self._columns([b if b is not None else null_row for b in self.befores])
+        before_type = self.schema.field(cr.BEFORE).type
         before = pa.StructArray.from_arrays(
             [pa.array(col, type=f.type) for col, f in zip(before_cols, fields)],
-            fields=fields,
+            fields=list(before_type),
             mask=before_mask,
         )
         meta = [

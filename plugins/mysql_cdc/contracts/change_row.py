@@ -46,5 +46,6 @@ def change_row_schema(table_fields: Iterable[pa.Field]) -> pa.Schema:
             f"column(s) {clash} collide with change-row metadata names; "
             "rename them on the leader or exclude the table"
         )
-    before = pa.field(BEFORE, pa.struct(table_fields), nullable=True)
+    # the struct's children are nullable: under a NULL struct (inserts, deletes) they hold nulls
+    before = pa.field(BEFORE, pa.struct([f.with_nullable(True) for f in table_fields]), nullable=True)
     return pa.schema([*table_fields, *METADATA_FIELDS, before])

@@ -1,0 +1,68 @@
+"""Capture-side helpers: run statements on the real leader and extract what they wrote."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+import pytest
+
+from mysql_cdc.capture.extract import extract_range
+from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.capture.leader import Leader
+from mysql_cdc.contracts import ChangeBatch, PositionRange, RowSegment
+from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.storage import ObjectStore, open_store
+
+
+@pytest.fixture(scope="session")
+def leader_settings(leader_user) -> MySQLSettings:
+    return MySQLSettings(**leader_user)
+
+
+def leader_position(settings: MySQLSettings):
+    with Leader(settings) as leader:
+        return leader.current_position()
+
+
+def run_sql(server, statements, database: str | None = None) -> None:
+    conn = server.connect(database=database)
+    try:
+        with conn.cursor() as cur:
+            for stmt in statements:
+                cur.execute(stmt)
+    finally:
+        conn.close()
+
+
+@dataclass
+class Captured:
+    batch: ChangeBatch
+    store: ObjectStore
+
+    def rows(self, segment: RowSegment, table: str) -> list[dict]:
+        changes = next(t for t in segment.tables if t.table == table)
+        out = []
+        for f in changes.files:
+            out.extend(pq.read_table(self._open(f)).to_pylist())
+        return out
+
+    def _open(self, rel: str):
+        import io
+
+        return io.BytesIO(self.store.get_bytes(f"{self.batch.prefix}/{rel}"))
+
+
+@pytest.fixture
+def capture(leader, leader_settings, tmp_path):
+    """capture(statements, database=None, table_filter=..., store=None) -> Captured."""
+
+    def run(statements, database=None, table_filter=TableFilter(), store=None, pipeline="p", **kw):
+        store = store or open_store(f"file://{tmp_path}/store")
+        start = leader_position(leader_settings)
+        run_sql(leader, statements, database)
+        end = leader_position(leader_settings)
+        batch = extract_range(leader_settings, store, pipeline, PositionRange(start, end), table_filter, **kw)
+        return Captured(batch, store)
+
+    return run
