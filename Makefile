@@ -1,0 +1,48 @@
+# mysql-cdc: make setup | make test | make demo | make airflow | make bench
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# Debian packages the project needs: the MariaDB servers the tests and the demo start, the JDBC
+# driver jar for Spark, and the Java runtime spark-submit runs on.
+APT_PACKAGES := mariadb-server mariadb-client libmariadb-java openjdk-17-jre-headless
+
+.PHONY: setup apt venv test test-capture bench bench-extract bench-merge clean
+
+setup: apt venv
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages: $$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@# Debian's package may start a system mariadbd; the project starts its own on free ports.
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+test: setup
+	$(PY) -m pytest tests
+
+test-capture: setup
+	$(PY) -m pytest tests/capture
+
+bench: setup bench-extract bench-merge
+
+bench-extract:
+	$(PY) bench/bench_extract.py
+
+bench-merge:
+	$(PY) bench/bench_merge.py
+
+clean:
+	rm -rf .local build
+
+-include mk/airflow.mk

@@ -1,0 +1,145 @@
+"""Extract throughput beside raw decoders, on one generated binlog range, in one run.
+
+    .venv/bin/python bench/bench_extract.py [--rows 200000] [--repeat 3]
+
+Prints extract rows/s (binlog -> Parquet batch in file:// storage) next to:
+  - raw mysql-replication decode of the same range with no output (the library's own cost),
+  - `mariadb-binlog --base64-output=decode-rows -v` of the same range (the C decoder).
+Ratios measured in the same run are the headline: absolute numbers move with machine load.
+The last line printed is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "plugins")]
+
+from local_services import MariaDBServer  # noqa: E402
+from pymysqlreplication import BinLogStreamReader  # noqa: E402
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent  # noqa: E402
+
+from mysql_cdc.capture.extract import extract_range  # noqa: E402
+from mysql_cdc.capture.leader import Leader  # noqa: E402
+from mysql_cdc.contracts import PositionRange  # noqa: E402
+from mysql_cdc.settings import MySQLSettings  # noqa: E402
+from mysql_cdc.storage import open_store  # noqa: E402
+
+
+def generate(server: MariaDBServer, rows: int) -> None:
+    """A mixed workload: wide-ish rows, inserts then updates and deletes of a fraction."""
+    conn = server.connect()
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS bench")
+        cur.execute(
+            "CREATE TABLE bench.orders (id BIGINT PRIMARY KEY, customer INT, amount DECIMAL(12,2), "
+            "status VARCHAR(16), note VARCHAR(64), created DATETIME(6))"
+        )
+        inserts = int(rows * 0.8)
+        step = 50_000
+        for lo in range(1, inserts + 1, step):
+            hi = min(lo + step - 1, inserts)
+            cur.execute(
+                "INSERT INTO bench.orders SELECT seq, seq % 1000, seq / 7, ELT(1 + seq % 3, 'new', 'paid', 'sent'), "
+                f"CONCAT('note ', seq), '2024-01-01 00:00:00' + INTERVAL seq SECOND FROM bench.seq_{lo}_to_{hi}"
+            )
+        updates = int(rows * 0.15)
+        cur.execute(f"UPDATE bench.orders SET status = 'done', amount = amount + 1 WHERE id <= {updates}")
+        deletes = rows - inserts - updates
+        cur.execute(f"DELETE FROM bench.orders WHERE id > {inserts - deletes}")
+    conn.close()
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - t0, result
+
+
+def raw_decode(settings: MySQLSettings, range_: PositionRange) -> int:
+    """The library alone: decode every row of the range, keep nothing."""
+    stream = BinLogStreamReader(
+        connection_settings=settings.replication_settings(), server_id=987654, log_file=range_.start.file,
+        log_pos=range_.start.offset, resume_stream=True, blocking=False,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], enable_logging=False,
+    )
+    n = 0
+    for event in stream:
+        n += len(event.rows)
+        if stream.log_file == range_.end.file and stream.log_pos >= range_.end.offset:
+            break
+    stream.close()
+    return n
+
+
+def mariadb_binlog(settings: MySQLSettings, range_: PositionRange) -> int:
+    cmd = [
+        "mariadb-binlog", "--read-from-remote-server", f"--host={settings.host}", f"--port={settings.port}",
+        f"--user={settings.user}", "--base64-output=decode-rows", "-v",
+        f"--start-position={range_.start.offset}", f"--stop-position={range_.end.offset}", range_.start.file,
+    ]
+    # the password goes through the environment, not argv
+    out = subprocess.run(cmd, env={"MYSQL_PWD": settings.password, "PATH": "/usr/bin:/bin"},
+                         capture_output=True, check=True)
+    return out.stdout.count(b"\n### INSERT INTO") + out.stdout.count(b"\n### UPDATE") + out.stdout.count(b"\n### DELETE FROM")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = MariaDBServer(Path(tmp), "leader", 1, True, die_with_parent=True).start()
+        try:
+            settings = MySQLSettings(server.host, server.port, server.root_user, server.root_password)
+            with Leader(settings) as leader:
+                start = leader.current_position()
+            generate(server, args.rows)
+            with Leader(settings) as leader:
+                end = leader.current_position()
+            range_ = PositionRange(start, end)
+            results = {"extract": [], "raw": [], "mariadb_binlog": []}
+            counts = {}
+            for i in range(args.repeat):
+                store = open_store(f"file://{tmp}/store{i}")
+                secs, batch = timed(lambda: extract_range(settings, store, "bench", range_))
+                results["extract"].append(batch.row_count / secs)
+                counts["extract"] = batch.row_count
+                secs, n = timed(lambda: raw_decode(settings, range_))
+                results["raw"].append(n / secs)
+                counts["raw"] = n
+                secs, n = timed(lambda: mariadb_binlog(settings, range_))
+                results["mariadb_binlog"].append(n / secs)
+                counts["mariadb_binlog"] = n
+        finally:
+            server.stop()
+
+    med = {k: statistics.median(v) for k, v in results.items()}
+    assert counts["extract"] == counts["raw"] == counts["mariadb_binlog"], counts
+    report = {
+        "changed_rows": counts["extract"],
+        "extract_rows_per_s": round(med["extract"]),
+        "raw_decode_rows_per_s": round(med["raw"]),
+        "mariadb_binlog_rows_per_s": round(med["mariadb_binlog"]),
+        "extract_vs_raw_decode": round(med["extract"] / med["raw"], 3),
+    }
+    print(f"{'figure':40} {'rows/s':>12}")
+    print(f"{'extract (binlog -> Parquet batch)':40} {report['extract_rows_per_s']:>12,}")
+    print(f"{'raw mysql-replication decode':40} {report['raw_decode_rows_per_s']:>12,}")
+    print(f"{'mariadb-binlog -v decode-rows':40} {report['mariadb_binlog_rows_per_s']:>12,}")
+    print(f"extract / raw decode = {report['extract_vs_raw_decode']}  (median of {args.repeat}, {counts['extract']:,} rows)")
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Position order and manifest strictness (pure, no server)."""
+
+import json
+
+import pytest
+
+from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.contracts import BinlogPosition, ChangeBatch, InvalidPosition, ManifestError, PositionRange
+
+
+def test_positions_parse_format_and_order_across_files():
+    p = BinlogPosition.parse("binlog.000003:1146")
+    assert (p.file, p.offset, p.sequence, str(p)) == ("binlog.000003", 1146, 3, "binlog.000003:1146")
+    ordered = ["binlog.000002:99999", "binlog.000003:4", "binlog.000003:1146", "binlog.999999:4", "binlog.1000000:4"]
+    assert sorted(BinlogPosition.parse(s) for s in reversed(ordered)) == [BinlogPosition.parse(s) for s in ordered]
+    assert sorted(BinlogPosition.parse(s).token() for s in ordered) == [BinlogPosition.parse(s).token() for s in ordered]
+
+
+@pytest.mark.parametrize("text", ["", "binlog.000003", "binlog:12", "binlog.000003:-1", "a b.1:2"])
+def test_bad_positions_say_how_to_write_one(text):
+    with pytest.raises(InvalidPosition, match="FILE:OFFSET|numeric sequence|>= 0"):
+        BinlogPosition.parse(text)
+
+
+def test_range_rejects_end_before_start():
+    with pytest.raises(InvalidPosition, match="before its start"):
+        PositionRange(BinlogPosition.parse("b.000002:4"), BinlogPosition.parse("b.000001:900"))
+
+
+def _manifest(**extra):
+    body = {"format_version": 1, "pipeline": "p", "batch_id": "x", "start": "b.000001:4", "end": "b.000001:9",
+            "start_gtid": None, "end_gtid": None, "server_flavor": "mariadb", "row_count": 0, "segments": []}
+    body.update(extra)
+    return json.dumps(body)
+
+
+def test_manifest_rejects_unknown_and_missing_fields_by_name():
+    assert ChangeBatch.from_json(_manifest()).end == BinlogPosition.parse("b.000001:9")
+    with pytest.raises(ManifestError, match=r"unknown field\(s\) \['rows'\]"):
+        ChangeBatch.from_json(_manifest(rows=3))
+    with pytest.raises(ManifestError, match=r"segments\[0\].kind: 'view' is not one of"):
+        ChangeBatch.from_json(_manifest(segments=[{"kind": "view"}]))
+    body = json.loads(_manifest())
+    del body["end"]
+    with pytest.raises(ManifestError, match=r"missing field\(s\) \['end'\]"):
+        ChangeBatch.from_json(json.dumps(body))
+
+
+def test_table_filter_globs():
+    f = TableFilter(include=("shop.*", "*.audit"), exclude=("shop.tmp_*",))
+    assert f.captures_table("shop", "orders") and f.captures_table("hr", "audit")
+    assert not f.captures_table("shop", "tmp_x") and not f.captures_table("hr", "people")
+    assert not TableFilter().captures_table("mysql", "user")
+    assert f.captures_database("shop") and f.captures_database("hr") is True
+    assert not TableFilter(exclude=("hr.*",)).captures_database("hr")
+    with pytest.raises(ValueError, match=r"include: 'shop' is not a db.table glob"):
+        TableFilter(include=("shop",))
