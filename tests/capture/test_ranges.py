@@ -102,3 +102,22 @@ def test_extract_to_s3_endpoint(leader, leader_settings, s3_bucket, unique_name)
     table = pq.read_table(io.BytesIO(body["Body"].read()))
     assert table.column("id").to_pylist() == [18446744073709551615]
     assert [b.batch_id for b in list_batches(store, "pipe")] == [batch.batch_id]
+
+
+def test_cli_extracts_a_range_by_hand(leader, leader_user, leader_settings, unique_name, tmp_path, capsys, monkeypatch):
+    from mysql_cdc import cli
+
+    db = unique_name
+    start = leader_position(leader_settings)
+    run_sql(leader, [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)", f"INSERT INTO {db}.t VALUES (1)"])
+    monkeypatch.setenv("MYSQL_CDC_LEADER_PASSWORD", leader_user["password"])
+    common = ["--host", leader_user["host"], "--port", str(leader_user["port"]), "--user", leader_user["user"]]
+    code = cli.main(["extract", *common, "--pipeline", "hand", "--storage-uri", f"file://{tmp_path}/s",
+                     "--start", str(start), "--include", f"{db}.*"])
+    out = capsys.readouterr().out.strip()
+    assert code == 0 and out.endswith("/manifest.json") and out.startswith(f"file://{tmp_path}/s/hand/batches/")
+    assert cli.main(["batches", "--pipeline", "hand", "--storage-uri", f"file://{tmp_path}/s"]) == 0
+    assert "3 segments  1 rows" in capsys.readouterr().out
+    assert cli.main(["extract", *common, "--pipeline", "hand", "--storage-uri", f"file://{tmp_path}/s",
+                     "--start", "nonsense"]) == 2
+    assert "is not a binlog position" in capsys.readouterr().err
