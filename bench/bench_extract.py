@@ -34,13 +34,13 @@ from mysql_cdc.settings import MySQLSettings  # noqa: E402
 from mysql_cdc.storage import open_store  # noqa: E402
 
 
-def generate(server: MariaDBServer, rows: int) -> None:
-    """A mixed workload: wide-ish rows, inserts then updates and deletes of a fraction."""
+def generate(server: MariaDBServer, rows: int, table: str = "orders") -> None:
+    """A mixed workload of exactly ``rows`` changed rows: 80 % inserts, 15 % updates, 5 % deletes."""
     conn = server.connect()
     with conn.cursor() as cur:
         cur.execute("CREATE DATABASE IF NOT EXISTS bench")
         cur.execute(
-            "CREATE TABLE bench.orders (id BIGINT PRIMARY KEY, customer INT, amount DECIMAL(12,2), "
+            f"CREATE TABLE bench.{table} (id BIGINT PRIMARY KEY, customer INT, amount DECIMAL(12,2), "
             "status VARCHAR(16), note VARCHAR(64), created DATETIME(6))"
         )
         inserts = int(rows * 0.8)
@@ -48,13 +48,13 @@ def generate(server: MariaDBServer, rows: int) -> None:
         for lo in range(1, inserts + 1, step):
             hi = min(lo + step - 1, inserts)
             cur.execute(
-                "INSERT INTO bench.orders SELECT seq, seq % 1000, seq / 7, ELT(1 + seq % 3, 'new', 'paid', 'sent'), "
+                f"INSERT INTO bench.{table} SELECT seq, seq % 1000, seq / 7, ELT(1 + seq % 3, 'new', 'paid', 'sent'), "
                 f"CONCAT('note ', seq), '2024-01-01 00:00:00' + INTERVAL seq SECOND FROM bench.seq_{lo}_to_{hi}"
             )
         updates = int(rows * 0.15)
-        cur.execute(f"UPDATE bench.orders SET status = 'done', amount = amount + 1 WHERE id <= {updates}")
+        cur.execute(f"UPDATE bench.{table} SET status = 'done', amount = amount + 1 WHERE id <= {updates}")
         deletes = rows - inserts - updates
-        cur.execute(f"DELETE FROM bench.orders WHERE id > {inserts - deletes}")
+        cur.execute(f"DELETE FROM bench.{table} WHERE id > {inserts - deletes}")
     conn.close()
 
 
@@ -92,10 +92,43 @@ def mariadb_binlog(settings: MySQLSettings, range_: PositionRange) -> int:
     return out.stdout.count(b"\n### INSERT INTO") + out.stdout.count(b"\n### UPDATE") + out.stdout.count(b"\n### DELETE FROM")
 
 
+def peak_rss_mb(settings: MySQLSettings, range_: PositionRange, store_uri: str) -> float:
+    """Peak RSS of one extraction, in a fresh child process so earlier work does not count."""
+    code = (
+        "import sys, resource; sys.path[:0] = [sys.argv[1]]\n"
+        "from mysql_cdc.capture.extract import extract_range\n"
+        "from mysql_cdc.contracts import PositionRange, BinlogPosition as P\n"
+        "from mysql_cdc.settings import MySQLSettings\n"
+        "from mysql_cdc.storage import open_store\n"
+        "import json, os\n"
+        "s = MySQLSettings(**json.loads(os.environ['BENCH_LEADER']))\n"
+        "extract_range(s, open_store(sys.argv[4]), 'rss', PositionRange(P.parse(sys.argv[2]), P.parse(sys.argv[3])))\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "BENCH_LEADER": json.dumps(settings.__dict__)}
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "plugins"), str(range_.start), str(range_.end),
+                          store_uri], env=env, capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1]) / 1024  # ru_maxrss is in KiB on Linux
+
+
+def measure_rss(server: MariaDBServer, settings: MySQLSettings, tmp: str) -> dict:
+    with Leader(settings) as leader:
+        start = leader.current_position()
+        generate(server, 1_000_000, "rss_a")
+        one = leader.current_position()
+        generate(server, 4_000_000, "rss_b")
+        five = leader.current_position()
+    return {
+        "extract_rss_mb_1m": round(peak_rss_mb(settings, PositionRange(start, one), f"file://{tmp}/rss1"), 1),
+        "extract_rss_mb_5m": round(peak_rss_mb(settings, PositionRange(start, five), f"file://{tmp}/rss5"), 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rss", action="store_true", help="also measure peak RSS at 1M and 5M changed rows")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,6 +154,8 @@ def main() -> None:
                 secs, n = timed(lambda: mariadb_binlog(settings, range_))
                 results["mariadb_binlog"].append(n / secs)
                 counts["mariadb_binlog"] = n
+            if args.rss:
+                rss = measure_rss(server, settings, tmp)
         finally:
             server.stop()
 
@@ -133,11 +168,15 @@ def main() -> None:
         "mariadb_binlog_rows_per_s": round(med["mariadb_binlog"]),
         "extract_vs_raw_decode": round(med["extract"] / med["raw"], 3),
     }
+    if args.rss:
+        report.update(rss)
     print(f"{'figure':40} {'rows/s':>12}")
     print(f"{'extract (binlog -> Parquet batch)':40} {report['extract_rows_per_s']:>12,}")
     print(f"{'raw mysql-replication decode':40} {report['raw_decode_rows_per_s']:>12,}")
     print(f"{'mariadb-binlog -v decode-rows':40} {report['mariadb_binlog_rows_per_s']:>12,}")
     print(f"extract / raw decode = {report['extract_vs_raw_decode']}  (median of {args.repeat}, {counts['extract']:,} rows)")
+    if args.rss:
+        print(f"extract peak RSS: {rss['extract_rss_mb_1m']} MB at 1M rows, {rss['extract_rss_mb_5m']} MB at 5M rows")
     print(json.dumps(report))
 
 
