@@ -121,3 +121,30 @@ def test_cli_extracts_a_range_by_hand(leader, leader_user, leader_settings, uniq
     assert cli.main(["extract", *common, "--pipeline", "hand", "--storage-uri", f"file://{tmp_path}/s",
                      "--start", "nonsense"]) == 2
     assert "is not a binlog position" in capsys.readouterr().err
+
+
+def test_create_table_select_and_non_transactional_tables(leader, leader_settings, capture, unique_name, tmp_path):
+    """CREATE TABLE … SELECT logs its DDL and its rows in ONE transaction (GTID without
+    FL_STANDALONE, then XID); MyISAM writes end with a COMMIT query instead of an XID."""
+    db = unique_name
+    run_sql(leader, [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.a (id INT PRIMARY KEY)",
+                     f"INSERT INTO {db}.a VALUES (1), (2)"])
+    captured = capture([
+        f"CREATE TABLE {db}.b AS SELECT * FROM {db}.a",
+        f"CREATE TABLE {db}.c (id INT PRIMARY KEY) ENGINE=MyISAM",
+        f"INSERT INTO {db}.c VALUES (5)",
+    ])
+    segments = captured.batch.segments
+    assert [(s.kind, getattr(s, "action", None)) for s in segments] == [
+        ("ddl", "create_table"), ("rows", None), ("ddl", "create_table"), ("rows", None)]
+    ctas, ctas_rows, _, myisam_rows = segments
+    assert ctas_rows.start == ctas.end  # the rows continue the DDL's transaction
+    assert [r["id"] for r in captured.rows(ctas_rows, "b")] == [1, 2]
+    assert [r["id"] for r in captured.rows(myisam_rows, "c")] == [5]
+    # a range may resume right after the DDL inside that transaction (a checkpoint the merge job
+    # records there); it yields the rest of the transaction
+    resumed = extract_range(leader_settings, open_store(f"file://{tmp_path}/resume"), "p",
+                            PositionRange(ctas.end, captured.batch.end))
+    assert [(s.kind, getattr(s, "action", None)) for s in resumed.segments] == [
+        ("rows", None), ("ddl", "create_table"), ("rows", None)]
+    assert resumed.segments[0].tables[0].row_count == 2

@@ -56,12 +56,18 @@ class CaptureError(RuntimeError):
     """The binlog cannot be turned into a correct batch; the message names where and why."""
 
 
+# MariaDB GTID event flag: the transaction is one statement with no BEGIN/COMMIT around it.
+_MARIADB_FL_STANDALONE = 0x01
+
+
 @dataclass
 class _Transaction:
     start: BinlogPosition
     gtid: str | None
     timestamp: int
-    explicit: bool = False  # saw BEGIN: ends at XID/COMMIT, not at its first statement
+    # False when statements may follow the first one: after BEGIN, or a MariaDB GTID without
+    # FL_STANDALONE (CREATE TABLE … SELECT logs its CREATE, then rows, then XID).
+    ends_with_statement: bool = True
 
 
 @dataclass
@@ -131,7 +137,12 @@ class BatchBuilder:
 
     def _check_starts_transaction(self, event, start: BinlogPosition) -> None:
         self.first_event = False
-        if isinstance(event, (TableMapEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent)):
+        if isinstance(event, TableMapEvent):
+            # Rows right after a DDL inside one transaction (CREATE TABLE … SELECT): the merge job
+            # checkpoints after such a DDL, so a range may legitimately resume here.
+            self.txn = _Transaction(start=start, gtid=None, timestamp=event.timestamp, ends_with_statement=False)
+            return
+        if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent)):
             raise CaptureError(
                 f"start position {self.range.start} is inside a transaction (a {type(event).__name__} "
                 "comes first); start ranges on positions taken from SHOW MASTER STATUS, a checkpoint "
@@ -158,6 +169,11 @@ class BatchBuilder:
     def _on_gtid(self, event, start, after) -> None:
         self.txn = _Transaction(start=start, gtid=event.gtid, timestamp=event.timestamp)
 
+    def _on_mariadb_gtid(self, event, start, after) -> None:
+        standalone = bool(event.flags & _MARIADB_FL_STANDALONE)
+        self.txn = _Transaction(start=start, gtid=event.gtid, timestamp=event.timestamp,
+                                ends_with_statement=standalone)
+
     def _begin_implicit(self, event, start) -> _Transaction:
         # MySQL without GTIDs (or anonymous GTIDs not decoded): BEGIN/DDL opens the transaction
         if self.txn is None:
@@ -178,7 +194,7 @@ class BatchBuilder:
         schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")
         head = query.split(None, 1)[0].upper() if query else ""
         if head == "BEGIN":
-            self._begin_implicit(event, start).explicit = True
+            self._begin_implicit(event, start).ends_with_statement = False
             return
         if head in ("COMMIT", "ROLLBACK"):
             self._end_transaction(after)
@@ -196,7 +212,8 @@ class BatchBuilder:
         txn = self._begin_implicit(event, start)
         if parsed.is_ddl and any(self.filter.captures(t) for t in parsed.targets):
             self._emit_ddl(parsed, query, schema, txn, after)
-        if not txn.explicit:
+        # MySQL 8 logs an atomic CREATE TABLE … SELECT as "CREATE TABLE … START TRANSACTION" + rows
+        if txn.ends_with_statement and not query.rstrip().upper().endswith("START TRANSACTION"):
             self._end_transaction(after)  # DDL and account statements commit on their own
 
     def _on_table_map(self, event: TableMapEvent, start, after) -> None:
@@ -322,7 +339,7 @@ class BatchBuilder:
         )
 
     _HANDLERS = {
-        MariadbGtidEvent: _on_gtid,
+        MariadbGtidEvent: _on_mariadb_gtid,
         GtidEvent: _on_gtid,
         QueryEvent: _on_query,
         XidEvent: _on_xid,
