@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # driver jar for Spark, and the Java runtime spark-submit runs on.
 APT_PACKAGES := mariadb-server mariadb-client libmariadb-java openjdk-17-jre-headless
 
-.PHONY: setup apt venv test test-capture bench bench-extract bench-merge clean
+.PHONY: setup apt venv test test-capture bench bench-quick clean
 
 setup: apt venv
 
@@ -34,13 +34,12 @@ test: setup
 test-capture: setup
 	$(PY) -m pytest tests/capture
 
-bench: setup bench-extract bench-merge
+# Benchmarks are never part of `make test`: they take ~30 minutes and measure, they do not assert.
+bench: setup
+	$(PY) bench/run_bench.py
 
-bench-extract:
-	$(PY) bench/bench_extract.py
-
-bench-merge:
-	$(PY) bench/bench_merge.py
+bench-quick: setup
+	$(PY) bench/run_bench.py --quick
 
 clean:
 	rm -rf .local build

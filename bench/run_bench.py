@@ -1,0 +1,97 @@
+"""`make bench`: every figure of docs/performance.md in one run, with its side-by-side reference.
+
+Runs the sub-benchmarks (each prints a JSON object as its last line), merges their figures,
+prints one table and writes bench/results/latest.json (+ a timestamped copy). Ratios (ours /
+reference, measured in the same run) are the headline: absolute numbers move with machine load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+ROWS = [
+    # (figure, ours key, reference key, reference label, ratio key, target)
+    ("extract rows/s (binlog -> Parquet batch)", "extract_rows_per_s", "raw_decode_rows_per_s",
+     "raw mysql-replication decode", "extract_vs_raw_decode", ">= 0.9"),
+    ("", None, "mariadb_binlog_rows_per_s", "mariadb-binlog -v decode-rows", None, ""),
+    ("extract peak RSS MB at 1M / 5M rows", "extract_rss_mb_1m", "extract_rss_mb_5m", "(5M)",
+     "rss_5m_vs_1m", "<= 1.1"),
+    ("merge rows/s, 1M-row batch", "merge_rows_per_s", "load_data_rows_per_s", "LOAD DATA LOCAL INFILE",
+     "merge_vs_load_data", ">= 0.6"),
+    ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
+     "tiny_run_minus_spark_submit_s", "<= +15 s"),
+    ("scheduled run, nothing new (s)", "nochange_run_s", None, "", None, "<= 10 s"),
+]
+
+
+def run_child(args: list[str]) -> dict:
+    print(f"$ {' '.join(args)}", flush=True)
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True)
+    sys.stdout.write(out.stdout)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr[-4000:])
+        raise SystemExit(f"{args[0]} failed with exit code {out.returncode}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores {cpu}, {mem_gb:.0f} GiB, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def table(results: dict) -> str:
+    lines = ["| figure | ours | reference | ratio / delta | target |", "|---|---|---|---|---|"]
+    for figure, ours, ref, ref_label, ratio, target in ROWS:
+        ours_v = f"{results[ours]:,}" if ours and ours in results else ""
+        ref_v = f"{results[ref]:,} ({ref_label})" if ref and ref in results else ""
+        ratio_v = f"{results[ratio]}" if ratio and ratio in results else ""
+        lines.append(f"| {figure} | {ours_v} | {ref_v} | {ratio_v} | {target} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--extract-rows", type=int, default=1_000_000)
+    parser.add_argument("--merge-rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repetition (a smoke run)")
+    args = parser.parse_args()
+    if args.quick:
+        args.extract_rows, args.merge_rows, args.repeat = 50_000, 50_000, 1
+
+    results: dict = {"machine": machine(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    extract_args = ["bench/bench_extract.py", "--rows", str(args.extract_rows), "--repeat", str(args.repeat)]
+    if not args.quick:
+        extract_args.append("--rss")
+    results.update(run_child(extract_args))
+    results.update(run_child(["bench/bench_merge.py", "--rows", str(args.merge_rows), "--repeat", str(args.repeat)]))
+    results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
+    if "extract_rss_mb_1m" in results:
+        results["rss_5m_vs_1m"] = round(results["extract_rss_mb_5m"] / results["extract_rss_mb_1m"], 3)
+    if "tiny_run_s" in results:
+        results["tiny_run_minus_spark_submit_s"] = round(results["tiny_run_s"] - results["bare_spark_submit_s"], 1)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    body = json.dumps(results, indent=1, sort_keys=True) + "\n"
+    (RESULTS / "latest.json").write_text(body)
+    (RESULTS / f"{results['date'].replace(':', '')}.json").write_text(body)
+    print()
+    print(f"machine: {results['machine']}")
+    print(table(results))
+    print(f"\nwritten: {RESULTS / 'latest.json'}")
+
+
+if __name__ == "__main__":
+    main()
