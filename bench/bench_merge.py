@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Benchmark the merge job against plain LOAD DATA, on real local servers.
+
+    .venv/bin/python bench/bench_merge.py --rows 1000000     (--rows 50000 for a quick check)
+
+1. starts a leader and a follower (scripts/local_services.py) in a temp dir;
+2. writes a change batch of ``--rows`` change rows on the leader: 85% inserts (in 50k-row
+   transactions), 10% updates of inserted rows, 5% deletes; captures it with extract_range;
+3. merges it with the real ``spark-submit --master local[2]`` and reads the job's own timing from
+   its log (the in-job merge of the table: read, net, stage, apply) beside the wall time;
+4. loads the same net rows (the merged table's final rows) with ``LOAD DATA LOCAL INFILE`` into a
+   fresh copy of the follower table, the fastest way in;
+5. prints both rates and their ratio (target >= 0.6), then one JSON line, last.
+
+All servers it starts are stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
+
+from local_services import MariaDBServer  # noqa: E402
+from mysql_cdc.capture.extract import extract_range  # noqa: E402
+from mysql_cdc.capture.filters import TableFilter  # noqa: E402
+from mysql_cdc.capture.leader import Leader  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange, ensure_checkpoint_table, write_checkpoint  # noqa: E402
+from mysql_cdc.packaging import MERGE_JOB, build_py_files  # noqa: E402
+from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings  # noqa: E402
+from mysql_cdc.storage import open_store  # noqa: E402
+
+DB, TABLE, PIPELINE = "bench", "events", "bench"
+CREATE_TABLE = (
+    f"CREATE TABLE {DB}.{TABLE} (id BIGINT NOT NULL PRIMARY KEY, account INT NOT NULL, "
+    "amount DECIMAL(12,2) NOT NULL, note VARCHAR(64), created DATETIME(6) NOT NULL)"
+)
+CHUNK = 50_000
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def leader_workload(leader: MariaDBServer, rows: int) -> dict[str, int]:
+    """Exactly ``rows`` change rows: inserts, then updates and deletes of inserted rows."""
+    inserts, updates = rows * 85 // 100, rows * 10 // 100
+    deletes = rows - inserts - updates
+    conn = leader.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {DB}")
+            cur.execute(CREATE_TABLE)
+            cur.execute(f"USE {DB}")  # the sequence engine's seq_X_to_Y tables live in the current schema
+            for low in range(1, inserts + 1, CHUNK):  # the sequence engine makes rows server-side
+                high = min(low + CHUNK - 1, inserts)
+                cur.execute(
+                    f"INSERT INTO {DB}.{TABLE} SELECT seq, seq % 1000, seq * 1.25, CONCAT('note ', seq), "
+                    f"TIMESTAMP('2024-01-01') + INTERVAL seq SECOND FROM seq_{low}_to_{high}"
+                )
+            cur.execute(f"UPDATE {DB}.{TABLE} SET amount = amount + 1, note = NULL WHERE id <= {updates}")
+            cur.execute(f"DELETE FROM {DB}.{TABLE} WHERE id > {inserts - deletes}")
+    finally:
+        conn.close()
+    return {"inserts": inserts, "updates": updates, "deletes": deletes}
+
+
+def position(settings: MySQLSettings):
+    with Leader(settings) as leader:
+        return leader.current_position()
+
+
+def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_memory: str) -> tuple[float, dict]:
+    py_files = build_py_files(work)
+    secrets_file = work / "secrets.json"
+    secrets.write(str(secrets_file))
+    env = {**os.environ, SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable}
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--driver-memory",
+           driver_memory, "--conf", "spark.ui.enabled=false", "--py-files", py_files, str(MERGE_JOB),
+           "--manifest-uri", manifest_uri]
+    started = time.monotonic()
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    output = result.stdout + result.stderr  # spark-submit puts the Python driver's stderr on stdout
+    if result.returncode != 0:
+        raise SystemExit(f"spark-submit failed ({result.returncode}):\n{output[-5000:]}")
+    match = re.search(r"merge summary (\{.*\})", output)
+    if not match:
+        raise SystemExit(f"no merge summary in the job's output:\n{output[-5000:]}")
+    return wall, json.loads(match.group(1))
+
+
+def load_data_baseline(follower: MariaDBServer, work: Path) -> tuple[int, float]:
+    """LOAD DATA LOCAL INFILE of the merged table's rows into a fresh copy of it."""
+    dump = work / "net_rows.tsv"
+    conn = follower.connect(local_infile=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+            cur.execute(f"SELECT * FROM {DB}.{TABLE} ORDER BY id INTO OUTFILE '{dump}'")
+            cur.execute(f"CREATE TABLE {DB}.{TABLE}_copy LIKE {DB}.{TABLE}")
+            started = time.monotonic()
+            rows = cur.execute(f"LOAD DATA LOCAL INFILE '{dump}' INTO TABLE {DB}.{TABLE}_copy")
+            seconds = time.monotonic() - started
+    finally:
+        conn.close()
+    return rows, seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="change rows in the batch")
+    parser.add_argument("--driver-memory", default="1g")
+    args = parser.parse_args()
+
+    base = Path(tempfile.mkdtemp(prefix="bench-merge-"))
+    work = base / "work"
+    work.mkdir()
+    leader = MariaDBServer(base, "leader", server_id=1, binlog=True, die_with_parent=True)
+    follower = MariaDBServer(base, "follower", server_id=2, binlog=False, die_with_parent=True)
+    try:
+        leader.start()
+        follower.start()
+        leader_settings = MySQLSettings(**leader.create_user(
+            "bench_reader", "bench_pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"]))
+        follower_settings = MySQLSettings(**follower.create_user("bench_writer", "bench_pw", ["ALL PRIVILEGES ON *.*"]))
+
+        start = position(leader_settings)
+        conn = follower.connect()
+        try:
+            ensure_checkpoint_table(conn)
+            write_checkpoint(conn, Checkpoint(PIPELINE, start))
+        finally:
+            conn.close()
+
+        log(f"writing {args.rows} change rows on the leader ...")
+        workload = leader_workload(leader, args.rows)
+        end = position(leader_settings)
+
+        store_uri = f"file://{base}/store"
+        log("capturing ...")
+        started = time.monotonic()
+        batch = extract_range(leader_settings, open_store(store_uri), PIPELINE, PositionRange(start, end),
+                              TableFilter((f"{DB}.*",)))
+        capture_seconds = time.monotonic() - started
+        assert batch.row_count == args.rows, (batch.row_count, args.rows)
+
+        log("merging with spark-submit ...")
+        manifest_uri = f"{store_uri}/{batch.prefix}/{MANIFEST_NAME}"
+        wall, summary = run_spark_submit(manifest_uri, JobSecrets(follower_settings), work, args.driver_memory)
+        (table,) = [t for t in summary["tables"] if t["table"] == f"{DB}.{TABLE}"]
+        merge_seconds = table["seconds"]
+
+        log("LOAD DATA baseline ...")
+        loaded, load_seconds = load_data_baseline(follower, work)
+        assert loaded == table["net_rows"], (loaded, table["net_rows"])
+
+        result = {
+            "change_rows": args.rows,
+            "workload": workload,
+            "net_rows": table["net_rows"],
+            "capture_seconds": round(capture_seconds, 2),
+            "capture_rows_per_s": round(args.rows / capture_seconds),
+            "merge_seconds": round(merge_seconds, 2),
+            "merge_stage_seconds": round(table["stage_seconds"], 2),  # read, net, load into staging
+            "merge_apply_seconds": round(table["apply_seconds"], 2),  # the follower transaction
+            "merge_change_rows_per_s": round(args.rows / merge_seconds),
+            "merge_net_rows_per_s": round(table["net_rows"] / merge_seconds),
+            "run_merge_seconds": summary["seconds"],
+            "spark_submit_wall_seconds": round(wall, 2),
+            "load_data_seconds": round(load_seconds, 2),
+            "load_data_rows_per_s": round(loaded / load_seconds),
+        }
+        result["ratio_merge_to_load_data"] = round(result["merge_net_rows_per_s"] / result["load_data_rows_per_s"], 3)
+        print(f"capture:      {result['capture_rows_per_s']:>9,} change rows/s ({capture_seconds:.1f} s)")
+        print(f"merge:        {result['merge_net_rows_per_s']:>9,} net rows/s, "
+              f"{result['merge_change_rows_per_s']:,} change rows/s ({merge_seconds:.1f} s in the job: "
+              f"read+net+stage {table['stage_seconds']:.1f} s, apply {table['apply_seconds']:.1f} s)")
+        print(f"spark-submit: {wall:.1f} s wall (JVM, Spark and Python start included)")
+        print(f"LOAD DATA:    {result['load_data_rows_per_s']:>9,} rows/s ({load_seconds:.1f} s, {loaded:,} rows)")
+        print(f"ratio merge/LOAD DATA: {result['ratio_merge_to_load_data']} (target >= 0.6)")
+        print(json.dumps(result, sort_keys=True))
+        return 0
+    finally:
+        follower.stop()
+        leader.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

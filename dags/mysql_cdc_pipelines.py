@@ -1,0 +1,95 @@
+"""One Airflow DAG per pipeline of the pipelines file: wait_for_changes -> extract_batch -> merge_batch.
+
+The file is ``$CDC_PIPELINES_FILE``, or ``pipelines.yaml`` beside this one. A mistake in it stops
+this file from importing, so the UI shows an import error naming the pipeline and the field
+instead of DAGs that fail later (see mysql_cdc.pipeline_config for the format).
+
+Manual runs take two optional params, ``start`` and ``end`` (binlog positions ``FILE:OFFSET``):
+with them the run reprocesses that range (a backfill) instead of [checkpoint, leader now).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from airflow.sdk import DAG
+
+from mysql_cdc.backfill import backfill_params
+from mysql_cdc.operators import CdcExtractOperator, CdcMergeOperator
+from mysql_cdc.pipeline_config import PIPELINES_FILE_ENV, PipelineConfig, load_pipelines
+from mysql_cdc.sensors import LeaderAdvancedSensor
+
+DEFAULT_PIPELINES_FILE = Path(__file__).resolve().with_name("pipelines.yaml")
+
+DOC = """
+### MySQL CDC pipeline `{name}`
+
+Every run: wait (in the triggerer, up to {wait:g}s) for the leader `{leader}` to move past the
+pipeline's checkpoint in the follower `{follower}`, extract that binlog range into a Parquet change
+batch under `{storage}`, and apply it to the follower with the Spark merge job. A run with nothing
+new ends **skipped** in seconds, without starting Spark.
+
+**Backfill**: trigger with `start` and `end` (`FILE:OFFSET`, e.g. `binlog.000003:1146`). The range
+is re-extracted; the part the follower already has is a no-op; a range that starts after the
+checkpoint fails (it would leave a gap). The checkpoint only moves through the merge.
+"""
+
+
+def build_dag(config: PipelineConfig) -> DAG:
+    # Extract and merge are idempotent (same range -> same batch; replays at or before the
+    # checkpoint are no-ops), so retrying them is always safe; the backoff rides out a restart.
+    retry_args = {
+        "retries": config.retries,
+        "retry_delay": timedelta(seconds=config.retry_delay),
+        "retry_exponential_backoff": 2.0,
+        "max_retry_delay": timedelta(minutes=30),
+    }
+    with DAG(
+        dag_id=config.name,
+        schedule=config.schedule,
+        start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+        catchup=False,
+        max_active_runs=1,  # runs of one pipeline must apply batches in order
+        params=backfill_params(),
+        tags=["mysql-cdc"],
+        doc_md=DOC.format(name=config.name, wait=config.wait_timeout, leader=config.leader_conn_id,
+                          follower=config.follower_conn_id, storage=config.storage_uri),
+    ) as dag:
+        wait = LeaderAdvancedSensor(
+            task_id="wait_for_changes",
+            pipeline=config.name,
+            leader_conn_id=config.leader_conn_id,
+            follower_conn_id=config.follower_conn_id,
+            timeout=config.wait_timeout,
+            poke_interval=config.poke_interval,
+        )
+        extract = CdcExtractOperator(
+            task_id="extract_batch",
+            pipeline=config.name,
+            storage_uri=config.storage_uri,
+            leader_conn_id=config.leader_conn_id,
+            follower_conn_id=config.follower_conn_id,
+            aws_conn_id=config.aws_conn_id,
+            include=config.include,
+            exclude=config.exclude,
+            start_position=config.start_position,
+            **retry_args,
+        )
+        merge = CdcMergeOperator(
+            task_id="merge_batch",
+            manifest_uri=extract.output,
+            storage_uri=config.storage_uri,
+            follower_conn_id=config.follower_conn_id,
+            aws_conn_id=config.aws_conn_id,
+            spark_conn_id=config.spark_conn_id,
+            name=f"mysql-cdc-merge-{config.name}",
+            **retry_args,
+        )
+        wait >> extract >> merge
+    return dag
+
+
+for _config in load_pipelines(os.environ.get(PIPELINES_FILE_ENV) or DEFAULT_PIPELINES_FILE):
+    globals()[_config.name] = build_dag(_config)

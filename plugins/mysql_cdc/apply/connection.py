@@ -1,0 +1,28 @@
+"""Follower sessions: one place that opens them, so every session gets the same settings."""
+
+from __future__ import annotations
+
+import pymysql
+
+from ..settings import MySQLSettings
+from .errors import MergeError
+
+
+def connect(settings: MySQLSettings, **kwargs):
+    """A follower session for the merge job.
+
+    - ``time_zone = '+00:00'``: TIMESTAMP values travel as UTC wall clock (see encoding).
+    - ``foreign_key_checks = 0``: the leader already enforced its foreign keys, and the merge
+      replaces a row by delete + insert, which with checks on would cascade to (or be refused
+      for) the row's children on the follower. The leader's own cascades are not in the binlog,
+      so tables with ON DELETE/UPDATE CASCADE cannot be mirrored by binlog capture anyway."""
+    try:
+        conn = settings.connect(**kwargs)
+    except pymysql.err.OperationalError as exc:
+        raise MergeError(
+            f"cannot connect to the follower at {settings.host}:{settings.port} as {settings.user!r}: "
+            f"{exc.args[-1]}"
+        ) from None
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION time_zone = '+00:00', foreign_key_checks = 0")
+    return conn

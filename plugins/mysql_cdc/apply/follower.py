@@ -1,0 +1,410 @@
+"""Driver side: everything the merge job does inside the follower.
+
+- ``Follower.check_table``: the target exists and has the batch's columns.
+- ``Follower.apply_rows``: one transaction per row segment: lock the checkpoint row, apply every
+  table's staged rows set-based, move the checkpoint, commit.
+- ``Follower.replay_ddl``: a DDL statement, made crash-safe by the pending-DDL marker.
+
+SQL that holds identifiers never goes through pymysql's ``%`` formatting (a column may be called
+``a%b``): it is executed without parameters, and the only values it embeds are integers we made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Iterator, Sequence
+
+import pymysql
+
+from ..contracts import CHECKPOINT_SCHEMA, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, TableChanges
+from ..contracts import read_checkpoint, write_checkpoint
+from ..settings import MySQLSettings
+from .connection import connect
+from .encoding import quote_ident
+from .errors import CheckpointError, FollowerDivergedError, FollowerSchemaError, MergeError
+from .faults import crash_point
+from .replay import require_checkpoint
+from .staging import COUNT, OP, RESERVED_PREFIX, ROW, qualified_staging
+
+log = logging.getLogger(__name__)
+
+_ER_NO_SUCH_TABLE, _ER_BAD_DB = 1146, 1049
+
+
+def qualified(database: str, table: str) -> str:
+    return f"{quote_ident(database)}.{quote_ident(table)}"
+
+
+# -- follower tables ---------------------------------------------------------------------------
+
+_TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"})
+_INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
+_SPATIAL_TYPES = frozenset({
+    "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+    "geometrycollection",
+})
+
+
+@dataclass(frozen=True)
+class FollowerColumn:
+    name: str
+    data_type: str  # information_schema DATA_TYPE, e.g. 'bigint'
+    column_type: str  # full type, e.g. 'bigint(20) unsigned', "enum('a','b')"
+    charset: str | None
+    collation: str | None
+    generated: bool
+
+    def staging_ddl(self) -> str:
+        """Same type, charset and collation as the target (so the follower compares staged and
+        target values alike); always NULL-able, no default, no keys."""
+        text = f"{quote_ident(self.name)} {self.column_type}"
+        if self.charset and self.data_type != "json":
+            text += f" CHARACTER SET {self.charset} COLLATE {self.collation}"
+        return text + " NULL"
+
+    def matches(self, mysql_type: str) -> bool:
+        """Whether the binlog's type (manifest ``mysql_type``) is this column's type."""
+        words = mysql_type.lower().replace("(", " ").split()
+        base = words[0] if words else ""
+        if base == "json":  # MariaDB's JSON is LONGTEXT
+            return self.data_type in ("json", "longtext")
+        if base == "geometry":
+            return self.data_type in _SPATIAL_TYPES
+        if base != self.data_type:
+            return False
+        return base not in _INTEGER_TYPES or ("unsigned" in words) == ("unsigned" in self.column_type.lower())
+
+
+@dataclass(frozen=True)
+class StagedTable:
+    """One table's net rows of a row segment, loaded into per-partition staging tables."""
+
+    changes: TableChanges
+    columns: tuple[FollowerColumn, ...]  # the follower's columns, in the batch's order
+    stages: tuple[dict, ...]  # staging.RESULT_SCHEMA rows: stage name and per-op counts
+
+    def total(self, field: str) -> int:
+        return sum(s[field] for s in self.stages)
+
+
+# -- the follower --------------------------------------------------------------------------------
+
+
+class Follower:
+    def __init__(self, settings: MySQLSettings):
+        self.settings = settings
+        self.conn = connect(settings)
+        with self.conn.cursor() as cur:
+            # rows carry their AUTO_INCREMENT values: an id of 0 must stay 0, not draw a new one
+            cur.execute("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_VALUE_ON_ZERO')")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Follower":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _rows(self, sql: str, args: Sequence = ()) -> list[tuple]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args or None)
+            return list(cur.fetchall())
+
+    # -- checkpoint ---------------------------------------------------------------------------
+
+    def checkpoint(self, pipeline: str) -> Checkpoint:
+        try:
+            checkpoint = read_checkpoint(self.conn, pipeline)
+        except pymysql.MySQLError as exc:
+            if exc.args[0] not in (_ER_NO_SUCH_TABLE, _ER_BAD_DB):
+                raise
+            checkpoint = None  # no checkpoint table at all: same fix as a missing row
+        return require_checkpoint(checkpoint, pipeline)
+
+    @contextmanager
+    def locked(self, expected: Checkpoint, crash_before_commit: bool = False) -> Iterator:
+        """A transaction holding the pipeline's checkpoint row locked (serializes merges of one
+        pipeline); refuses to go on if the checkpoint moved since the job planned its work."""
+        self.conn.begin()
+        try:
+            current = read_checkpoint(self.conn, expected.pipeline, for_update=True)
+            if current is None or (current.position, current.pending_ddl_pos) != (
+                expected.position, expected.pending_ddl_pos
+            ):
+                found = "no checkpoint" if current is None else f"{current.position}"
+                raise CheckpointError(
+                    f"the checkpoint of pipeline {expected.pipeline!r} moved from {expected.position} to "
+                    f"{found} while this merge ran: another merge of the same pipeline is running; "
+                    "let it finish, then rerun"
+                )
+            with self.conn.cursor() as cur:
+                yield cur
+            if crash_before_commit:
+                crash_point("before_commit")
+            self.conn.commit()
+        except BaseException:
+            try:
+                self.conn.rollback()
+            except pymysql.MySQLError:
+                pass  # the connection is gone: the server rolls back on its own
+            raise
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def table_columns(self, database: str, table: str) -> list[FollowerColumn]:
+        rows = self._rows(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, EXTRA "
+            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "ORDER BY ORDINAL_POSITION",
+            (database, table),
+        )
+        return [
+            FollowerColumn(r[0], r[1].lower(), r[2], r[3], r[4], "GENERATED" in (r[5] or "").upper())
+            for r in rows
+        ]
+
+    def check_table(self, changes: TableChanges) -> tuple[FollowerColumn, ...]:
+        """The follower's columns in the batch's order; a clear error if the table is missing or
+        its columns are not the batch's."""
+        name = f"`{changes.database}`.`{changes.table}`"
+        columns = self.table_columns(changes.database, changes.table)
+        if not columns:
+            raise FollowerSchemaError(
+                f"follower table {name} does not exist: seed it on the follower (copy it from the leader, "
+                "e.g. mariadb-dump --single-transaction, and set the checkpoint to the dump's binlog "
+                "position), or start the pipeline's range before its CREATE TABLE so the merge creates it"
+            )
+        clash = sorted(c.name for c in changes.columns if c.name.lower().startswith(RESERVED_PREFIX))
+        if clash:
+            raise FollowerSchemaError(
+                f"{name}: column(s) {clash} start with {RESERVED_PREFIX!r}, which the merge job reserves for its "
+                "working columns; rename them on the leader or exclude the table"
+            )
+        by_name = {c.name.lower(): c for c in columns}
+        batch_names = {c.name.lower() for c in changes.columns}
+        missing = [c.name for c in changes.columns if c.name.lower() not in by_name]
+        # generated columns may be absent from the binlog's row images; they compute themselves
+        extra = [c.name for c in columns if c.name.lower() not in batch_names and not c.generated]
+        mistyped = [
+            f"{c.name} ({c.mysql_type} in the batch, {by_name[c.name.lower()].column_type} on the follower)"
+            for c in changes.columns
+            if c.name.lower() in by_name and not by_name[c.name.lower()].matches(c.mysql_type)
+        ]
+        if missing or extra or mistyped:
+            problems = []
+            if missing:
+                problems.append(f"missing on the follower: {missing}")
+            if extra:
+                problems.append(f"only on the follower: {extra}")
+            if mistyped:
+                problems.append(f"different types: {mistyped}")
+            raise FollowerSchemaError(
+                f"the columns of {name} in batch differ from the follower table ({'; '.join(problems)}): "
+                "the follower's schema drifted from the leader's; make the follower table match the leader "
+                "(ALTER it, or re-seed it) and rerun"
+            )
+        return tuple(by_name[c.name.lower()] for c in changes.columns)
+
+    def database_exists(self, database: str) -> bool:
+        return bool(self._rows("SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (database,)))
+
+    # -- staging ------------------------------------------------------------------------------
+
+    def drop_staging(self, prefix: str) -> None:
+        """Drop every staging table whose name starts with ``prefix`` (leftovers of crashed runs
+        included)."""
+        like = prefix.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%") + "%"
+        names = [r[0] for r in self._rows(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME LIKE %s",
+            (CHECKPOINT_SCHEMA, like),
+        )]
+        if names:
+            with self.conn.cursor() as cur:
+                cur.execute("DROP TABLE IF EXISTS " + ", ".join(qualified_staging(n) for n in names))
+
+    # -- row segments -------------------------------------------------------------------------
+
+    def apply_rows(self, expected: Checkpoint, tables: Sequence[StagedTable],
+                   done: Checkpoint) -> dict[str, tuple[int, float]]:
+        """Apply the staged tables of one row segment and move the checkpoint to ``done``, in one
+        transaction. Returns (rows written, seconds) per table."""
+        applied = {}
+        with self.locked(expected, crash_before_commit=True) as cur:
+            for staged in tables:
+                started = time.monotonic()
+                apply = _apply_keyed if staged.changes.key_columns else _apply_keyless
+                written = apply(cur, staged)
+                applied[staged.changes.qualified_name] = (written, time.monotonic() - started)
+            write_checkpoint(self.conn, done)
+        return applied
+
+    def advance(self, expected: Checkpoint, done: Checkpoint) -> None:
+        with self.locked(expected):
+            write_checkpoint(self.conn, done)
+
+    # -- DDL ----------------------------------------------------------------------------------
+
+    def fingerprint(self, targets: Sequence[DdlTarget]) -> str:
+        """A digest of what the DDL's targets look like now: SHOW CREATE of each, or 'absent'.
+        Running a DDL that is not idempotent changes it; one that leaves it equal (TRUNCATE, a
+        no-op ALTER, IF [NOT] EXISTS) can safely run again."""
+        parts = [f"{t.database}.{t.table}={self._show_create(t)}" for t in targets]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+    def _show_create(self, target: DdlTarget) -> str:
+        if target.table is None:
+            sql = f"SHOW CREATE DATABASE {quote_ident(target.database)}"
+        else:
+            sql = f"SHOW CREATE TABLE {qualified(target.database, target.table)}"
+        try:
+            text = self._rows(sql)[0][1]
+        except pymysql.MySQLError as exc:
+            if exc.args[0] in (_ER_NO_SUCH_TABLE, _ER_BAD_DB):
+                return "absent"
+            raise
+        # the AUTO_INCREMENT counter moves with inserts, not with schema changes
+        return re.sub(r" AUTO_INCREMENT=\d+", "", text)
+
+    def run_statement(self, segment: DdlSegment) -> None:
+        """The DDL on its own connection, in the leader session's default schema when the follower
+        has it (``CREATE DATABASE d`` is logged with default schema d, which does not exist yet)."""
+        schema = segment.schema if segment.schema and self.database_exists(segment.schema) else None
+        conn = connect(self.settings, database=schema)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(segment.statement)
+        except pymysql.MySQLError as exc:
+            raise MergeError(
+                f"replaying the DDL at {segment.start} on the follower failed: {exc.args[-1]} "
+                f"(statement: {segment.statement[:300]!r}, default schema {segment.schema!r}); make the "
+                "follower able to run it (its schema must match the leader's before the statement), then rerun"
+            ) from None
+        finally:
+            conn.close()
+
+    def replay_ddl(self, batch: ChangeBatch, segment: DdlSegment, checkpoint: Checkpoint) -> Checkpoint:
+        """Run one DDL segment exactly once; returns the checkpoint after it.
+
+        1. record the marker (pending_ddl_pos = the segment's start, fingerprint of its targets)
+           and commit; 2. run the DDL (it commits implicitly); 3. move the checkpoint past it and
+        clear the marker. A retry that finds this segment's marker compares fingerprints: unchanged
+        means step 2 never happened, changed means it did and only step 3 is left."""
+        if checkpoint.pending_ddl_pos == segment.start:
+            already_ran = self.fingerprint(segment.targets) != checkpoint.pending_ddl_fingerprint
+            log.info("DDL at %s was pending: %s", segment.start, "it ran, advancing" if already_ran else "running it")
+        else:
+            marker = replace(
+                checkpoint, position=segment.start, batch_id=batch.batch_id, pending_ddl_pos=segment.start,
+                pending_ddl_fingerprint=self.fingerprint(segment.targets),
+                gtid=checkpoint.gtid if checkpoint.position == segment.start else None,
+            )
+            self.advance(checkpoint, marker)
+            checkpoint, already_ran = marker, False
+        if not already_ran:
+            self.run_statement(segment)
+            crash_point("after_ddl")
+        done = Checkpoint(checkpoint.pipeline, segment.end, segment.gtid, batch.batch_id)
+        self.advance(checkpoint, done)
+        return done
+
+
+# -- set-based apply ----------------------------------------------------------------------------
+
+
+def _insert_columns(staged: StagedTable) -> str:
+    # generated columns compute themselves; the follower refuses values for them
+    return ", ".join(quote_ident(c.name) for c in staged.columns if not c.generated)
+
+
+def _insert_staged(cur, staged: StagedTable, ops: str) -> int:
+    target = qualified(staged.changes.database, staged.changes.table)
+    columns = _insert_columns(staged)
+    inserted = 0
+    for stage in staged.stages:
+        try:
+            inserted += cur.execute(
+                f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {qualified_staging(stage['stage'])} "
+                f"WHERE {OP} IN ({ops})"
+            )
+        except pymysql.err.IntegrityError as exc:
+            raise FollowerDivergedError(
+                f"{target}: inserting the batch's rows hit an existing key ({exc.args[-1]}): the follower "
+                "holds rows the leader did not have at the checkpoint (it was written outside the pipeline); "
+                "re-seed the table from the leader"
+            ) from None
+    return inserted
+
+
+def _diverged(staged: StagedTable, what: str, expected: int, got: int) -> FollowerDivergedError:
+    return FollowerDivergedError(
+        f"`{staged.changes.database}`.`{staged.changes.table}`: {what} {got} rows where the leader's changes "
+        f"imply {expected}: the follower does not hold what the leader held at the checkpoint (written "
+        "outside the pipeline?); re-seed the table from the leader"
+    )
+
+
+def _apply_keyed(cur, staged: StagedTable) -> int:
+    """Delete every staged key that existed before (U and D), then insert every final row (I and U).
+    All deletes first: an insert never meets a row the batch has moved away, so a key change or a
+    unique value passed between rows cannot collide mid-way."""
+    target = qualified(staged.changes.database, staged.changes.table)
+    deleted = 0
+    for stage in staged.stages:
+        if stage["upserts"] or stage["deletes"]:
+            # fully qualified names, no aliases: MariaDB rejects an aliased multi-table DELETE with
+            # "No database selected" when the session has no default schema
+            source = qualified_staging(stage["stage"])
+            on = " AND ".join(f"{target}.{quote_ident(k)} = {source}.{quote_ident(k)}"
+                              for k in staged.changes.key_columns)
+            deleted += cur.execute(
+                f"DELETE {target} FROM {target} JOIN {source} ON {on} WHERE {source}.{OP} IN ('U', 'D')"
+            )
+    # U and D keys were on the leader at the checkpoint, so each must delete exactly one row
+    expected_deleted = staged.total("upserts") + staged.total("deletes")
+    if deleted != expected_deleted:
+        raise _diverged(staged, "deleting the batch's changed keys found", expected_deleted, deleted)
+    inserted = _insert_staged(cur, staged, "'I', 'U'")
+    expected_inserted = staged.total("inserts") + staged.total("upserts")
+    if inserted != expected_inserted:
+        raise _diverged(staged, "inserting the batch's rows wrote", expected_inserted, inserted)
+    return deleted + inserted
+
+
+def _match_staged_row(column: FollowerColumn, stage: str, row: int) -> str:
+    """``column`` equal to the staged row's value, NULLs equal. Text compares as bytes: under a
+    case- or pad-insensitive collation 'a' = 'A ', but they are different rows of a keyless table."""
+    name = quote_ident(column.name)
+    value = f"(SELECT {{}} FROM {qualified_staging(stage)} WHERE {ROW} = {int(row)})"
+    if column.data_type in _TEXT_TYPES:
+        return f"CAST({name} AS BINARY) <=> " + value.format(f"CAST({name} AS BINARY)")
+    return f"{name} <=> " + value.format(name)
+
+
+def _apply_keyless(cur, staged: StagedTable) -> int:
+    """Remove ``n`` copies of every row whose count went down, then insert the staged copies of
+    every row whose count went up. A keyless table has no row identity, so a delete names the row
+    by all its values; the values come from the staging table inside the server, so they are
+    compared type for type (a FLOAT is never re-parsed from text)."""
+    target = qualified(staged.changes.database, staged.changes.table)
+    deleted = 0
+    for stage in staged.stages:
+        if not stage["deletes"]:
+            continue
+        cur.execute(f"SELECT {ROW}, {COUNT} FROM {qualified_staging(stage['stage'])} WHERE {OP} = 'D'")
+        for row, copies in cur.fetchall():
+            match = " AND ".join(_match_staged_row(c, stage["stage"], row) for c in staged.columns)
+            removed = cur.execute(f"DELETE FROM {target} WHERE {match} LIMIT {int(copies)}")
+            if removed != copies:
+                raise _diverged(staged, "removing a row the leader deleted found", copies, removed)
+            deleted += removed
+    inserted = _insert_staged(cur, staged, "'I'")
+    if inserted != staged.total("inserts"):
+        raise _diverged(staged, "inserting the batch's rows wrote", staged.total("inserts"), inserted)
+    return deleted + inserted

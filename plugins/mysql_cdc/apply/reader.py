@@ -1,0 +1,99 @@
+"""Executor side: read a table's change rows from the batch's Parquet files as Arrow.
+
+This machine (and many clusters) has no hadoop-aws, so Spark cannot read ``s3://`` itself. The
+merge job instead builds a small DataFrame of *read units* and maps ``read_units`` over it with
+``mapInArrow``: each executor fetches its files through ``mysql_cdc.storage`` (boto3 for s3://,
+the local filesystem for file://) and decodes them with pyarrow. One code path for both schemes.
+
+A read unit is ``(file, part, parts)``: the row groups ``part, part + parts, ...`` of one file,
+so a batch with fewer files than cores still reads in parallel. The DataFrame that carries them
+is ``spark.range(len(units))`` (one unit index per partition; the units themselves travel in the
+closure): a JVM-side source, cheaper to start than a DataFrame built from Python objects.
+
+The Arrow schema comes from the manifest (``change_schema``), not from the files: the manifest is
+the contract, and a file that does not match it is an error, never a silent reinterpretation.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..contracts import TableChanges
+from ..contracts import change_row as cr
+from ..storage import S3Settings, open_store
+
+_SIMPLE_TYPES = {
+    str(t): t
+    for t in (
+        pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(), pa.binary(),
+        pa.date32(), pa.timestamp("us"), pa.timestamp("us", tz="UTC"), pa.duration("us"), pa.bool_(),
+    )
+}
+_DECIMAL = re.compile(r"^decimal(?:128)?\((\d+), ?(\d+)\)$")
+
+
+def arrow_type(text: str, where: str = "") -> pa.DataType:
+    """The Arrow type a manifest names with ``str(type)`` (the types capture produces)."""
+    if text in _SIMPLE_TYPES:
+        return _SIMPLE_TYPES[text]
+    match = _DECIMAL.match(text)
+    if match:
+        return pa.decimal128(int(match[1]), int(match[2]))
+    raise ValueError(f"{where}: the manifest names Arrow type {text!r}, which this merge job does not know")
+
+
+# The metadata the merge needs: the operation and the total order of changes. The others (commit
+# time, GTID, transaction) are not read at all: less to decode and to move into Spark.
+MERGE_METADATA = (cr.OP, cr.BINLOG_SEQ, cr.BINLOG_POS, cr.ROW_INDEX)
+
+
+def change_schema(table: TableChanges) -> pa.Schema:
+    """The Arrow schema the merge reads a table's change rows as: its columns as the manifest
+    describes them, ``MERGE_METADATA`` and the ``_before`` struct."""
+    fields = [
+        pa.field(c.name, arrow_type(c.arrow_type, f"{table.qualified_name}.{c.name}"), c.nullable)
+        for c in table.columns
+    ]
+    full = cr.change_row_schema(fields)
+    return pa.schema([*fields, *(full.field(n) for n in MERGE_METADATA), full.field(cr.BEFORE)])
+
+
+def read_plan(table: TableChanges, parallelism: int) -> list[tuple[str, int, int]]:
+    """Read units for a table: every file whole, or split by row group when files < cores."""
+    files = list(table.files)
+    if not files:
+        return []
+    parts = max(1, -(-parallelism // len(files)))  # ceil: enough units to keep every core busy
+    return [(f, p, parts) for f in files for p in range(parts)]
+
+
+def _conform(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
+    if table.schema.names != schema.names:
+        raise ValueError(f"{where}: columns {table.schema.names} differ from the manifest's {schema.names}")
+    if table.schema.equals(schema):
+        return table
+    try:
+        return table.cast(schema)  # only nullability flags can differ between writers; types must not
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"{where}: the file's types do not match the manifest ({exc})") from exc
+
+
+def read_units(store_uri: str, s3: S3Settings | None, batch_prefix: str, schema: pa.Schema,
+               units: list[tuple[str, int, int]], indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body over ``spark.range``: the change rows of the read units whose indexes
+    arrive, as record batches."""
+    store = None
+    for index_batch in indexes:
+        for index in index_batch.column(0).to_pylist():
+            file, part, parts = units[index]
+            store = store or open_store(store_uri, s3)  # one client per task, made on first use
+            key = f"{batch_prefix}/{file}"
+            parquet = pq.ParquetFile(io.BytesIO(store.get_bytes(key)))
+            for group in range(part, parquet.num_row_groups, parts):
+                rows = _conform(parquet.read_row_group(group, columns=schema.names), schema, key)
+                yield from rows.to_batches(max_chunksize=10_000)

@@ -1,0 +1,23 @@
+"""Airflow hooks: every connection lookup and every byte of I/O of the Airflow side lives here."""
+
+from .connections import ConnectionConfigError, MySQLConnectionHook
+from .follower import FollowerHook
+from .leader import LeaderHook
+from .merge_job import MergeJobHook, MergePlan
+from .pipeline import CdcPipelineHook, ChangeStatus, ExtractResult, RangeGapError
+from .storage import BatchStorageHook, batches_uri
+
+__all__ = [
+    "BatchStorageHook",
+    "CdcPipelineHook",
+    "ChangeStatus",
+    "ConnectionConfigError",
+    "ExtractResult",
+    "FollowerHook",
+    "LeaderHook",
+    "MergeJobHook",
+    "MergePlan",
+    "MySQLConnectionHook",
+    "RangeGapError",
+    "batches_uri",
+]

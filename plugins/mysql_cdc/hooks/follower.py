@@ -1,0 +1,106 @@
+"""The follower: the pipeline's checkpoint row, read and created from the Airflow side.
+
+Only the merge job writes follower data. The Airflow side creates the checkpoint before the first
+merge (the job requires it) and moves it across batches that captured nothing.
+"""
+
+from __future__ import annotations
+
+import pymysql
+
+from ..contracts import (
+    BinlogPosition,
+    ChangeBatch,
+    Checkpoint,
+    ensure_checkpoint_table,
+    read_checkpoint,
+    write_checkpoint,
+)
+from ..settings import MySQLSettings
+from .connections import MySQLConnectionHook
+
+_NO_SUCH_TABLE = 1146
+_NO_SUCH_DATABASE = 1049
+
+
+def checkpoint_of(settings: MySQLSettings, pipeline: str) -> Checkpoint | None:
+    """The pipeline's checkpoint on the follower; None before the first run created it.
+
+    A plain function of settings (not a hook method) so the trigger can call it in a worker
+    thread without touching Airflow's connection machinery there.
+    """
+    conn = settings.connect()
+    try:
+        return read_checkpoint(conn, pipeline)
+    except pymysql.err.ProgrammingError as exc:
+        if exc.args and exc.args[0] in (_NO_SUCH_TABLE, _NO_SUCH_DATABASE):
+            return None  # no pipeline ever ran against this follower
+        raise
+    finally:
+        conn.close()
+
+
+class FollowerHook(MySQLConnectionHook):
+    """The pipeline's checkpoint row in the follower."""
+
+    default_conn_name = "mysql_follower"
+    hook_name = "MySQL CDC follower"
+    role = "follower"
+
+    def read_checkpoint(self, pipeline: str) -> Checkpoint | None:
+        return checkpoint_of(self.settings, pipeline)
+
+    def initialize_checkpoint(self, pipeline: str, position: BinlogPosition) -> Checkpoint:
+        """Create the checkpoint at ``position`` unless one exists; returns the one in force.
+
+        Insert-if-absent under a row lock: two first runs racing (a manual trigger beside the
+        scheduled one) must not let the later one move a checkpoint the earlier merge advanced.
+        """
+        conn = self.settings.connect()
+        try:
+            ensure_checkpoint_table(conn)
+            conn.begin()
+            existing = read_checkpoint(conn, pipeline, for_update=True)
+            if existing is None:
+                write_checkpoint(conn, Checkpoint(pipeline=pipeline, position=position))
+            conn.commit()
+        finally:
+            conn.close()
+        if existing is not None:
+            self.log.info("pipeline %s already has checkpoint %s; keeping it", pipeline, existing.position)
+            return existing
+        self.log.info("pipeline %s starts at %s (checkpoint created)", pipeline, position)
+        return self.read_checkpoint(pipeline)
+
+    def advance_over_empty_batch(self, batch: ChangeBatch) -> bool:
+        """Move the checkpoint across a batch that captured nothing, without starting Spark.
+
+        A batch with no segments changes no follower row, so "checkpoint in the same transaction
+        as the rows it covers" holds trivially. Compare-and-set: only when the checkpoint sits
+        exactly at the batch start with no DDL in flight; otherwise False and the merge job decides.
+        """
+        conn = self.settings.connect()
+        try:
+            conn.begin()
+            current = read_checkpoint(conn, batch.pipeline, for_update=True)
+            if (
+                batch.segments
+                or current is None
+                or current.position != batch.start
+                or current.pending_ddl_pos is not None
+            ):
+                conn.rollback()
+                return False
+            write_checkpoint(
+                conn,
+                Checkpoint(
+                    pipeline=batch.pipeline,
+                    position=batch.end,
+                    gtid=batch.end_gtid or current.gtid,
+                    batch_id=batch.batch_id,
+                ),
+            )
+            conn.commit()
+            return True
+        finally:
+            conn.close()

@@ -1,0 +1,61 @@
+"""The leader: where its binlog stands, whether it can be captured, and extraction of a range."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from ..capture.extract import extract_range
+from ..capture.filters import TableFilter
+from ..capture.leader import Leader, PreflightError
+from ..contracts import BinlogPosition, ChangeBatch, PositionRange
+from ..storage import ObjectStore
+from .connections import MySQLConnectionHook
+
+
+class LeaderHook(MySQLConnectionHook):
+    """``LeaderHook(mysql_conn_id)``: positions, preflight and extraction on the leader."""
+
+    default_conn_name = "mysql_leader"
+    hook_name = "MySQL CDC leader"
+    role = "leader"
+
+    @contextmanager
+    def _leader(self) -> Iterator[Leader]:
+        with Leader(self.settings) as leader:
+            yield leader
+
+    def current_position(self) -> BinlogPosition:
+        with self._leader() as leader:
+            return leader.current_position()
+
+    def earliest_position(self) -> BinlogPosition:
+        with self._leader() as leader:
+            return leader.earliest_position()
+
+    def preflight(self) -> None:
+        """Binlog on, ROW/FULL/FULL, replication privileges; raises PreflightError saying what to fix."""
+        with self._leader() as leader:
+            leader.check_settings()
+
+    def resolve_start(self, start_position: str) -> BinlogPosition:
+        """``current`` | ``earliest`` | ``FILE:POS`` -> a position the leader still holds."""
+        with self._leader() as leader:
+            leader.check_settings()
+            current = leader.current_position()
+            if start_position == "current":
+                return current
+            if start_position == "earliest":
+                return leader.earliest_position()
+            position = BinlogPosition.parse(start_position)
+            if current < position:
+                raise PreflightError(
+                    f"start_position {position} is past the leader's current position {current}"
+                )
+            leader.check_range(PositionRange(position, current))  # purged? inside a real file?
+            return position
+
+    def extract(self, store: ObjectStore, pipeline: str, range_: PositionRange, table_filter: TableFilter,
+                start_gtid: str | None = None) -> ChangeBatch | None:
+        """Write the change batch of ``range_`` (manifest last); None when the range is empty."""
+        return extract_range(self.settings, store, pipeline, range_, table_filter, start_gtid=start_gtid)

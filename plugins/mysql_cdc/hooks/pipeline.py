@@ -1,0 +1,165 @@
+"""One pipeline seen whole: its leader, its follower checkpoint and its batch storage.
+
+The sensor asks it whether the leader moved past the checkpoint; the extract operator asks it for
+the next batch (or a backfill's). The rules of which range to read live here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from ..capture.filters import TableFilter
+from ..capture.leader import Leader
+from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, PositionRange
+from ..settings import MySQLSettings
+from .follower import FollowerHook, checkpoint_of
+from .leader import LeaderHook
+from .storage import BatchStorageHook
+
+
+class RangeGapError(ValueError):
+    """Applying a range would skip changes: it starts after the checkpoint. Retrying cannot help."""
+
+
+@dataclass(frozen=True)
+class ChangeStatus:
+    leader: BinlogPosition
+    checkpoint: BinlogPosition | None  # None: the pipeline never ran
+
+    @property
+    def has_changes(self) -> bool:
+        return self.checkpoint is None or self.checkpoint < self.leader
+
+    def describe(self) -> str:
+        if self.checkpoint is None:
+            return f"no checkpoint yet (leader at {self.leader}): the first run initializes it"
+        if self.has_changes:
+            return f"leader at {self.leader} is past checkpoint {self.checkpoint}"
+        return f"leader at {self.leader}, checkpoint {self.checkpoint}: nothing new"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"leader": str(self.leader), "checkpoint": str(self.checkpoint) if self.checkpoint else None}
+
+
+def change_status(leader: MySQLSettings, follower: MySQLSettings, pipeline: str) -> ChangeStatus:
+    """Blocking I/O on plain settings: the trigger runs it in a worker thread."""
+    checkpoint = checkpoint_of(follower, pipeline)
+    with Leader(leader) as server:
+        position = server.current_position()
+    return ChangeStatus(position, checkpoint.position if checkpoint else None)
+
+
+def already_applied(range_: PositionRange, checkpoint: Checkpoint | None, pipeline: str) -> bool:
+    """True when the checkpoint already covers ``range_``; raises RangeGapError on a gap.
+
+    The merge job enforces the same rule under the checkpoint's row lock; checking it here first
+    lets a bad backfill fail in a second instead of after an extraction and a spark-submit.
+    """
+    if checkpoint is None:
+        raise RangeGapError(
+            f"pipeline {pipeline!r} has no checkpoint on the follower; a regular run creates it "
+            "(from the pipeline's start_position) before anything can be applied"
+        )
+    if checkpoint.position < range_.start:
+        raise RangeGapError(
+            f"range {range_} starts after pipeline {pipeline!r}'s checkpoint {checkpoint.position}: "
+            f"applying it would skip the changes in [{checkpoint.position}, {range_.start}). "
+            f"Start the backfill at or before {checkpoint.position}"
+        )
+    return range_.end <= checkpoint.position
+
+
+@dataclass(frozen=True)
+class ExtractResult:
+    range: PositionRange
+    batch: ChangeBatch | None  # None: the range was empty, nothing was written
+    manifest_uri: str | None
+    backfill: bool
+
+    def asset_extra(self) -> dict[str, Any]:
+        """JSON-safe facts about the batch for its asset event (no secrets: URIs and positions)."""
+        assert self.batch is not None
+        return {
+            "pipeline": self.batch.pipeline,
+            "batch_id": self.batch.batch_id,
+            "start": str(self.batch.start),
+            "end": str(self.batch.end),
+            "row_count": self.batch.row_count,
+            "segments": len(self.batch.segments),
+            "manifest_uri": self.manifest_uri,
+            "backfill": self.backfill,
+        }
+
+
+class CdcPipelineHook(BaseHook):
+    """A pipeline's leader, follower and storage hooks, and the rules that tie them together."""
+
+    hook_name = "MySQL CDC pipeline"
+
+    def __init__(
+        self,
+        pipeline: str,
+        leader_conn_id: str = LeaderHook.default_conn_name,
+        follower_conn_id: str = FollowerHook.default_conn_name,
+        storage_uri: str | None = None,
+        aws_conn_id: str | None = BatchStorageHook.default_conn_name,
+        table_filter: TableFilter = TableFilter(),
+        start_position: str = "current",
+    ):
+        super().__init__()
+        self.pipeline = pipeline
+        self.leader_conn_id = leader_conn_id
+        self.follower_conn_id = follower_conn_id
+        self.storage_uri = storage_uri
+        self.aws_conn_id = aws_conn_id
+        self.table_filter = table_filter
+        self.start_position = start_position
+
+    @cached_property
+    def leader(self) -> LeaderHook:
+        return LeaderHook(self.leader_conn_id)
+
+    @cached_property
+    def follower(self) -> FollowerHook:
+        return FollowerHook(self.follower_conn_id)
+
+    @cached_property
+    def storage(self) -> BatchStorageHook:
+        if not self.storage_uri:
+            raise ValueError(f"pipeline {self.pipeline!r}: no storage_uri given")
+        return BatchStorageHook(self.storage_uri, self.aws_conn_id)
+
+    def change_status(self) -> ChangeStatus:
+        return change_status(self.leader.settings, self.follower.settings, self.pipeline)
+
+    def _checkpoint(self, backfill: PositionRange | None) -> Checkpoint:
+        checkpoint = self.follower.read_checkpoint(self.pipeline)
+        if checkpoint is not None:
+            return checkpoint
+        # First run: the checkpoint is written before anything is read, so the range below and
+        # every later one start from a recorded position. A backfill on a new pipeline starts
+        # where it says; a regular run where start_position says.
+        start = backfill.start if backfill else self.leader.resolve_start(self.start_position)
+        return self.follower.initialize_checkpoint(self.pipeline, start)
+
+    def extract(self, backfill: PositionRange | None = None) -> ExtractResult:
+        """Regular run: [checkpoint, leader now). Backfill: the given range, checkpoint untouched."""
+        checkpoint = self._checkpoint(backfill)
+        if backfill is None:
+            range_ = PositionRange(checkpoint.position, self.leader.current_position())
+            start_gtid = checkpoint.gtid
+        else:
+            if already_applied(backfill, checkpoint, self.pipeline):
+                self.log.info(
+                    "backfill %s is at or before checkpoint %s: its batch is rebuilt, the merge will be a no-op",
+                    backfill, checkpoint.position,
+                )
+            range_, start_gtid = backfill, None
+        self.log.info("pipeline %s: extracting %s", self.pipeline, range_)
+        batch = self.leader.extract(self.storage.store, self.pipeline, range_, self.table_filter, start_gtid)
+        manifest_uri = self.storage.manifest_uri(batch) if batch is not None else None
+        return ExtractResult(range=range_, batch=batch, manifest_uri=manifest_uri, backfill=backfill is not None)

@@ -1,0 +1,70 @@
+"""Extract the pipeline's next binlog range (or a backfill range) into a change batch."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Sequence
+
+from airflow.sdk import Asset, BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from ..backfill import BackfillParamError, backfill_range
+from ..capture.filters import TableFilter
+from ..hooks.follower import FollowerHook
+from ..hooks.leader import LeaderHook
+from ..hooks.pipeline import CdcPipelineHook, RangeGapError
+from ..hooks.storage import BatchStorageHook, batches_uri
+
+
+def batches_asset(storage_uri: str, pipeline: str) -> Asset:
+    return Asset(uri=batches_uri(storage_uri, pipeline), name=f"{pipeline}_batches")
+
+
+class CdcExtractOperator(BaseOperator):
+    """Write the batch of [checkpoint, leader position now) — or of the run's ``start``/``end``
+    params — and return its manifest URI (the XCom the merge reads).
+
+    The first run of a pipeline writes its checkpoint at ``start_position`` first. An empty range
+    writes nothing and skips the merge. A backfill never moves the checkpoint, and one that
+    starts after the checkpoint fails at once (it would leave a gap). The batch directory is the
+    task's asset outlet; each batch is an asset event whose extra names it.
+    """
+
+    template_fields: Sequence[str] = ("leader_conn_id", "follower_conn_id", "aws_conn_id", "start_position")
+    ui_color = "#fdf1e3"
+
+    def __init__(self, *, pipeline: str, storage_uri: str, leader_conn_id: str = LeaderHook.default_conn_name,
+                 follower_conn_id: str = FollowerHook.default_conn_name,
+                 aws_conn_id: str | None = BatchStorageHook.default_conn_name,
+                 include: Sequence[str] = ("*.*",), exclude: Sequence[str] = (),
+                 start_position: str = "current", **kwargs: Any):
+        kwargs.setdefault("outlets", [batches_asset(storage_uri, pipeline)])
+        super().__init__(**kwargs)
+        self.pipeline = pipeline
+        self.storage_uri = storage_uri
+        self.leader_conn_id = leader_conn_id
+        self.follower_conn_id = follower_conn_id
+        self.aws_conn_id = aws_conn_id
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self.start_position = start_position
+
+    @cached_property
+    def hook(self) -> CdcPipelineHook:
+        return CdcPipelineHook(
+            self.pipeline, self.leader_conn_id, self.follower_conn_id, self.storage_uri, self.aws_conn_id,
+            TableFilter(self.include, self.exclude), self.start_position,
+        )
+
+    def execute(self, context: Context) -> str:
+        try:
+            result = self.hook.extract(backfill_range(context["params"]))
+        except (BackfillParamError, RangeGapError) as exc:
+            raise AirflowFailException(str(exc)) from None  # retrying cannot fix a bad range
+        if result.batch is None:
+            raise AirflowSkipException(f"nothing to extract: {result.range} is empty")
+        for asset in self.outlets:
+            context["outlet_events"][asset].extra = result.asset_extra()
+        self.log.info("batch %s: %d rows in %d segments -> %s", result.batch.batch_id,
+                      result.batch.row_count, len(result.batch.segments), result.manifest_uri)
+        return result.manifest_uri

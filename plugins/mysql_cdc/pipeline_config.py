@@ -1,0 +1,285 @@
+"""The pipelines file: one entry per CDC pipeline, one Airflow DAG per entry.
+
+```yaml
+pipelines:
+  - name: mysql_cdc                 # DAG id, checkpoint row, storage prefix
+    schedule: "*/5 * * * *"         # cron or preset; null = manual runs only
+    leader_conn_id: mysql_leader
+    follower_conn_id: mysql_follower
+    storage_uri: "${CDC_STORAGE_URI:-file://${PIPELINES_DIR}/../.local/cdc-batches}"
+    aws_conn_id: aws_default        # used only for s3:// storage; null = boto3's default chain
+    spark_conn_id: spark_default
+    include: ["flvDb.*"]            # db.table globs
+    exclude: []
+    start_position: current         # current | earliest | FILE:POS (first run only)
+```
+
+Optional tuning fields: ``wait_timeout`` (seconds the sensor waits for the leader to move before the
+run ends skipped), ``poke_interval`` (seconds between checks), ``retries`` and ``retry_delay``
+(seconds, doubled on each retry of extract and merge).
+
+String values may use ``${VAR}`` and ``${VAR:-default}``; ``${PIPELINES_DIR}`` is the directory of
+the pipelines file, so a ``file://`` root can sit beside the deployment without an absolute path
+written into the file.
+
+Everything is checked when the file is loaded, so a mistake shows as a DAG import error that names
+the file, the pipeline and the field — never as a task failure hours later. Nothing here imports
+Airflow: the checks run the same in a unit test, the DAG processor and a pre-commit hook.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import yaml
+
+from .capture.filters import TableFilter
+from .contracts import BinlogPosition, InvalidPosition
+
+PIPELINES_FILE_ENV = "CDC_PIPELINES_FILE"
+DEFAULT_SCHEDULE = "*/5 * * * *"
+START_POSITIONS = ("current", "earliest")
+# Airflow's schedule presets (airflow.timetables ... cron_presets) plus the two non-cron ones.
+SCHEDULE_PRESETS = frozenset(
+    {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly", "@annually"}
+)
+# A DAG id and a storage prefix at once: no dots (they would read as db.table), no slashes.
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,99}$")
+_VAR_RE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^${}]*))?\}")
+
+
+class PipelineConfigError(ValueError):
+    """The pipelines file is wrong; the message names the file, the pipeline and the field."""
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    name: str
+    leader_conn_id: str
+    follower_conn_id: str
+    storage_uri: str
+    schedule: str | None = DEFAULT_SCHEDULE
+    aws_conn_id: str | None = "aws_default"
+    spark_conn_id: str = "spark_default"
+    include: tuple[str, ...] = ("*.*",)
+    exclude: tuple[str, ...] = ()
+    start_position: str = "current"
+    wait_timeout: float = 5.0  # a scheduled run with nothing new ends after this, skipped
+    poke_interval: float = 1.0
+    retries: int = 3
+    retry_delay: float = 30.0
+
+    @property
+    def table_filter(self) -> TableFilter:
+        return TableFilter(include=self.include, exclude=self.exclude)
+
+    @property
+    def uses_s3(self) -> bool:
+        return urlparse(self.storage_uri).scheme in ("s3", "s3a")
+
+
+# -- field checks: each returns the normalized value or raises ValueError with the problem ------
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _name(value: Any) -> str:
+    value = _text(value)
+    if not NAME_RE.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid pipeline name: start with a letter, then letters, digits, '_' or '-' "
+            "(at most 100 characters); it becomes the DAG id and the storage prefix"
+        )
+    return value
+
+
+def _schedule(value: Any) -> str | None:
+    if value is None:
+        return None
+    value = _text(value)
+    if value.startswith("@"):
+        if value not in SCHEDULE_PRESETS:
+            raise ValueError(f"{value!r} is not a schedule preset; use one of {sorted(SCHEDULE_PRESETS)}")
+        return value
+    from croniter import croniter  # an Airflow dependency; imported here to keep module import cheap
+
+    if not croniter.is_valid(value):
+        raise ValueError(f"{value!r} is not a cron expression (example: '*/5 * * * *' for every 5 minutes)")
+    return value
+
+
+def _storage_uri(value: Any) -> str:
+    value = _text(value)
+    parsed = urlparse(value)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
+            raise ValueError(f"{value!r}: write local storage as file:///absolute/path")
+        # normpath folds the '..' of a ${PIPELINES_DIR}/../x default: manifests and asset URIs
+        # carry this root, and one directory must have one spelling.
+        return f"file://{os.path.normpath(parsed.path)}"
+    if parsed.scheme in ("s3", "s3a"):
+        if not parsed.netloc:
+            raise ValueError(f"{value!r} names no bucket; write s3://bucket/prefix")
+        return value.rstrip("/")
+    raise ValueError(f"{value!r} has scheme {parsed.scheme!r}; use s3://bucket/prefix or file:///absolute/path")
+
+
+def _globs(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"must be a list of db.table globs such as ['shop.*', '*.orders'], got {value!r}")
+    return tuple(v.strip() for v in value)
+
+
+def _start_position(value: Any) -> str:
+    value = _text(value)
+    if value in START_POSITIONS:
+        return value
+    try:
+        return str(BinlogPosition.parse(value))
+    except InvalidPosition as exc:
+        raise ValueError(f"must be 'current', 'earliest' or FILE:POS; {exc}") from None
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _non_negative_seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"must be a whole number >= 0, got {value!r}")
+    return value
+
+
+_CHECKS = {
+    "name": _name,
+    "leader_conn_id": _text,
+    "follower_conn_id": _text,
+    "storage_uri": _storage_uri,
+    "schedule": _schedule,
+    "aws_conn_id": _optional_text,
+    "spark_conn_id": _text,
+    "include": _globs,
+    "exclude": _globs,
+    "start_position": _start_position,
+    "wait_timeout": _seconds,
+    "poke_interval": _seconds,
+    "retries": _count,
+    "retry_delay": _non_negative_seconds,
+}
+
+
+# -- loading ---------------------------------------------------------------------------------------
+
+
+def _interpolate(value: Any, variables: dict[str, str], where: str) -> Any:
+    """Expand ${VAR} and ${VAR:-default} in strings, innermost first (a default may hold ${...})."""
+    if isinstance(value, list):
+        return [_interpolate(v, variables, where) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match) -> str:
+        name, default = match["name"], match["default"]
+        found = variables.get(name, os.environ.get(name))
+        if found not in (None, ""):
+            return found
+        if default is not None:
+            return default
+        raise PipelineConfigError(f"{where}: environment variable {name} is not set and ${{{name}}} has no default")
+
+    previous = None
+    while previous != value:
+        previous, value = value, _VAR_RE.sub(replace, value)
+    return value
+
+
+def _entry(raw: Any, index: int, path: Path, variables: dict[str, str]) -> PipelineConfig:
+    where = f"{path}: pipelines[{index}]"
+    if not isinstance(raw, dict):
+        raise PipelineConfigError(f"{where}: expected a mapping of fields, got {type(raw).__name__}")
+    if isinstance(raw.get("name"), str):
+        where += f" ({raw['name']})"
+    known = [f.name for f in fields(PipelineConfig)]
+    unknown = sorted(set(raw) - set(known), key=str)
+    if unknown:
+        raise PipelineConfigError(f"{where}: unknown field(s) {unknown}; known fields are {known}")
+    missing = [
+        f.name for f in fields(PipelineConfig)
+        if f.default is MISSING and f.default_factory is MISSING and f.name not in raw
+    ]
+    if missing:
+        raise PipelineConfigError(f"{where}: missing required field(s) {missing}")
+    values = {}
+    for key, value in raw.items():
+        try:
+            values[key] = _CHECKS[key](_interpolate(value, variables, f"{where}.{key}"))
+        except ValueError as exc:
+            if isinstance(exc, PipelineConfigError):
+                raise
+            raise PipelineConfigError(f"{where}: field '{key}': {exc}") from None
+    config = PipelineConfig(**values)
+    if not config.include:
+        raise PipelineConfigError(f"{where}: field 'include': lists no glob, so nothing would be captured")
+    try:
+        config.table_filter  # the capture's own glob check, so the two can never disagree
+    except ValueError as exc:
+        field_name, _, problem = str(exc).partition(": ")  # TableFilter says "include: 'x' is not ..."
+        raise PipelineConfigError(f"{where}: field '{field_name}': {problem}") from None
+    if config.poke_interval > config.wait_timeout:
+        raise PipelineConfigError(
+            f"{where}: field 'poke_interval': {config.poke_interval:g}s is longer than wait_timeout "
+            f"{config.wait_timeout:g}s, so the sensor would check only once"
+        )
+    return config
+
+
+def load_pipelines(path: str | os.PathLike) -> list[PipelineConfig]:
+    """Parse and check a pipelines file; raises PipelineConfigError naming what is wrong."""
+    path = Path(path).resolve()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise PipelineConfigError(
+            f"cannot read the pipelines file {path}: {exc.strerror} (set {PIPELINES_FILE_ENV} to its path)"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise PipelineConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or set(data) != {"pipelines"}:
+        found = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise PipelineConfigError(f"{path}: expected one top-level key 'pipelines' (a list), found {found}")
+    entries = data["pipelines"]
+    if not isinstance(entries, list) or not entries:
+        raise PipelineConfigError(f"{path}: 'pipelines' must be a non-empty list of pipeline entries")
+    variables = {"PIPELINES_DIR": str(path.parent)}
+    configs = [_entry(raw, i, path, variables) for i, raw in enumerate(entries)]
+    seen: set[str] = set()
+    for i, config in enumerate(configs):
+        if config.name in seen:
+            raise PipelineConfigError(
+                f"{path}: pipelines[{i}]: field 'name': {config.name!r} is used twice; "
+                "names are DAG ids and checkpoint keys and must be unique"
+            )
+        seen.add(config.name)
+    return configs

@@ -1,0 +1,5 @@
+"""Airflow sensors."""
+
+from .leader import LeaderAdvancedSensor
+
+__all__ = ["LeaderAdvancedSensor"]

@@ -1,0 +1,90 @@
+"""Succeeds when the leader's binlog is past the pipeline's checkpoint; skips when nothing moved.
+
+Deferrable: one check in the task, then the wait happens in the triggerer, holding no worker slot.
+Chosen over reschedule mode because both work under Airflow 3.3's ``dag.test()`` (it runs triggers
+inline, and re-runs rescheduled sensors), but a reschedule costs a full task start per poke and a
+slot each time, while a trigger is one coroutine among thousands in the triggerer.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from functools import cached_property
+from typing import Any, Sequence
+
+from airflow.sdk import BaseSensorOperator, Context
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from ..backfill import BackfillParamError, backfill_range
+from ..hooks.follower import FollowerHook
+from ..hooks.leader import LeaderHook
+from ..hooks.pipeline import CdcPipelineHook
+from ..triggers.leader import SUCCESS, TIMEOUT, LeaderAdvancedTrigger
+
+# Past the trigger's own deadline: a backstop for a trigger stuck on a hung connection.
+_DEFERRAL_GRACE = timedelta(minutes=5)
+
+
+class LeaderAdvancedSensor(BaseSensorOperator):
+    """Wait up to ``timeout`` seconds for the leader to move past ``pipeline``'s checkpoint.
+
+    - leader past the checkpoint, or no checkpoint yet (the first run initializes it): success;
+    - a backfill run (params ``start``/``end``): success at once, there is nothing to wait for;
+    - nothing new within ``timeout``: the task ends SKIPPED, and so do extract and merge.
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "leader_conn_id", "follower_conn_id")
+    ui_color = "#e6f1f2"
+
+    def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
+                 follower_conn_id: str = FollowerHook.default_conn_name, timeout: float = 10,
+                 poke_interval: float = 2, **kwargs: Any):
+        super().__init__(timeout=timeout, poke_interval=poke_interval, **kwargs)
+        self.pipeline = pipeline
+        self.leader_conn_id = leader_conn_id
+        self.follower_conn_id = follower_conn_id
+
+    @cached_property
+    def hook(self) -> CdcPipelineHook:
+        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower_conn_id)
+
+    def poke(self, context: Context) -> bool:
+        return self.hook.change_status().has_changes
+
+    def execute(self, context: Context) -> dict | None:
+        try:
+            if backfill_range(context["params"]) is not None:
+                self.log.info("backfill run: not waiting for the leader")
+                return None
+        except BackfillParamError as exc:
+            raise AirflowFailException(str(exc)) from None
+        status = self.hook.change_status()
+        self.log.info("pipeline %s: %s", self.pipeline, status.describe())
+        if status.has_changes:
+            return status.to_json()
+        self.defer(
+            trigger=LeaderAdvancedTrigger(
+                pipeline=self.pipeline,
+                leader_conn_id=self.leader_conn_id,
+                follower_conn_id=self.follower_conn_id,
+                deadline=time.time() + self.timeout,
+                poke_interval=self.poke_interval,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout) + _DEFERRAL_GRACE,
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict:
+        status = event.get("status") if isinstance(event, dict) else None
+        if status == SUCCESS:
+            self.log.info("pipeline %s: leader at %s is past checkpoint %s",
+                          self.pipeline, event.get("leader"), event.get("checkpoint"))
+            return {"leader": event.get("leader"), "checkpoint": event.get("checkpoint")}
+        if status == TIMEOUT:
+            raise AirflowSkipException(
+                f"nothing new for pipeline {self.pipeline} within {self.timeout:g}s: leader still at "
+                f"{event.get('leader')}, checkpoint {event.get('checkpoint')}"
+            )
+        detail = event.get("message", event) if isinstance(event, dict) else event
+        raise AirflowException(f"waiting for the leader of pipeline {self.pipeline} failed: {detail}")

@@ -1,0 +1,5 @@
+"""Airflow triggers (run in the triggerer; ``dag.test()`` runs them inline)."""
+
+from .leader import LeaderAdvancedTrigger
+
+__all__ = ["LeaderAdvancedTrigger"]

@@ -1,0 +1,302 @@
+"""Airflow-side fixtures: a temp AIRFLOW_HOME with SQLite metadata, connections from AIRFLOW_CONN_*
+pointing at the session's real MariaDB/moto servers, and real DAG runs through ``dag.test()``.
+
+Airflow reads its configuration when ``airflow`` is first imported, so the environment is set at
+import time of this conftest, before any test module imports Airflow. The DAGs folder is the
+repository's ``dags/`` (Airflow 3.3's ``dag.test()`` only runs a DAG that sits in the configured
+dags folder); the pipelines it builds come from a per-session file named by CDC_PIPELINES_FILE.
+
+No ``__init__.py`` in tests/airflow: it would make this directory the ``airflow`` package.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+if "airflow" in sys.modules:  # pragma: no cover - a guard for whoever reorders conftests
+    raise RuntimeError("airflow was imported before tests/airflow/conftest.py could configure it")
+
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="mysql-cdc-airflow-home-"))
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
+        # Every session writes its own pipelines file (see `pipelines_file`); until then, parsing
+        # the dags folder must not pick up the repository's default pipeline.
+        "CDC_PIPELINES_FILE": str(_AIRFLOW_HOME / "pipelines.yaml"),
+    }
+)
+
+
+
+class _LiveStream(io.TextIOBase):
+    """Writes to whatever ``sys.<name>`` is at the moment of writing.
+
+    ``import airflow`` gives the root logger a StreamHandler bound to the sys.stdout of that
+    moment. Under pytest that is the capture stream of one test, closed when the test ends, after
+    which every stdlib log line of later DAG runs would be lost ("I/O operation on closed file").
+    """
+
+    def __init__(self, name: str, fallback):
+        super().__init__()
+        self._name, self._fallback = name, fallback
+
+    def _target(self):
+        current = getattr(sys, self._name)
+        return self._fallback if current is self else current
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _import_airflow() -> tuple[list[logging.Handler], int]:
+    """Import Airflow (it configures logging on import) and take its root handlers back out.
+
+    The root logger is process-wide: left in place, Airflow's stdout handler would also print the
+    log lines of every later test directory into their captured stdout. The handlers are put back
+    only around this directory's tests (``_airflow_root_logging``).
+    """
+    root = logging.getLogger()
+    handlers_before, level_before = list(root.handlers), root.level
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _LiveStream("stdout", saved[0]), _LiveStream("stderr", saved[1])
+    try:
+        import airflow  # noqa: F401  (configures logging, now bound to the live streams)
+    finally:
+        sys.stdout, sys.stderr = saved
+    added = [h for h in root.handlers if h not in handlers_before]
+    airflow_level = root.level
+    for handler in added:
+        root.removeHandler(handler)
+    root.setLevel(level_before)
+    return added, airflow_level
+
+
+_AIRFLOW_ROOT_HANDLERS, _AIRFLOW_ROOT_LEVEL = _import_airflow()
+
+
+@pytest.fixture(autouse=True)
+def _airflow_root_logging():
+    """Airflow's root logging, for the duration of one test of this directory."""
+    root = logging.getLogger()
+    handlers_before, level_before = list(root.handlers), root.level
+    for handler in _AIRFLOW_ROOT_HANDLERS:
+        root.addHandler(handler)
+    root.setLevel(_AIRFLOW_ROOT_LEVEL)
+    yield
+    for handler in list(root.handlers):
+        # pytest's own capture handlers come and go per test phase; everything else that was not
+        # there before this test (Airflow's, and any a DAG run added) goes.
+        if handler not in handlers_before and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level_before)
+
+
+# Distinctive secrets: the leak test greps every task log and spark-submit command line for them.
+AWS_ACCESS_KEY = "AKIAMYSQLCDCTEST0001"
+AWS_SECRET_KEY = "moto-secret-4f1d9c2e-must-never-be-logged"
+S3_BUCKET = "mysql-cdc-e2e"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _airflow_home():
+    """Create the SQLite metadata DB once; remove the temp AIRFLOW_HOME at the end."""
+    log = _AIRFLOW_HOME / "db-migrate.log"
+    with open(log, "w") as out:
+        done = subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        pytest.fail(f"airflow db migrate failed; see {log}:\n{log.read_text()[-3000:]}")
+    yield _AIRFLOW_HOME
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+def conn_json(conn_type: str, **fields) -> str:
+    return json.dumps({"conn_type": conn_type, **fields})
+
+
+def mysql_conn(params: dict) -> str:
+    return conn_json("mysql", host=params["host"], port=params["port"], login=params["user"],
+                     password=params["password"])
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    url: str
+    bucket: str
+    access_key: str
+    secret_key: str
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(s3_server) -> S3Endpoint:
+    """The moto server with a bucket for batches, reached with the distinctive keys above."""
+    import boto3
+
+    boto3.client("s3", **{**s3_server.client_kwargs(), "aws_access_key_id": AWS_ACCESS_KEY,
+                          "aws_secret_access_key": AWS_SECRET_KEY}).create_bucket(Bucket=S3_BUCKET)
+    return S3Endpoint(s3_server.endpoint_url, S3_BUCKET, AWS_ACCESS_KEY, AWS_SECRET_KEY)
+
+
+@pytest.fixture(scope="session")
+def venv_bin() -> Path:
+    return VENV_BIN
+
+
+@pytest.fixture(scope="session")
+def airflow_connections(leader_user, follower_user, s3_endpoint):
+    """AIRFLOW_CONN_* for the default conn ids, pointing at the session's servers."""
+    env = {
+        "AIRFLOW_CONN_MYSQL_LEADER": mysql_conn(leader_user),
+        "AIRFLOW_CONN_MYSQL_FOLLOWER": mysql_conn(follower_user),
+        "AIRFLOW_CONN_AWS_DEFAULT": conn_json(
+            "aws", login=AWS_ACCESS_KEY, password=AWS_SECRET_KEY,
+            extra={"endpoint_url": s3_endpoint.url, "region_name": "us-east-1"},
+        ),
+        "AIRFLOW_CONN_SPARK_DEFAULT": conn_json("spark", host="local[2]"),
+    }
+    os.environ.update(env)
+    yield env
+    for key in env:
+        os.environ.pop(key, None)
+
+
+@dataclass
+class SparkSubmitSpy:
+    """A ``spark-submit`` first on PATH that records each call, then runs the real one.
+
+    Records argv, whether the secrets file existed with mode 0600 while the job ran, and the
+    exit code. ``crash_next()`` makes the next call run the merge job with
+    MYSQL_CDC_CRASH_AT=before_commit, the job's own test hook (os._exit(137) before commit).
+    """
+
+    bin_dir: Path
+    calls_file: Path
+    crash_flag: Path
+
+    def calls(self) -> list[dict]:
+        if not self.calls_file.exists():
+            return []
+        return [json.loads(line) for line in self.calls_file.read_text().splitlines() if line.strip()]
+
+    def crash_next(self) -> None:
+        self.crash_flag.write_text("before_commit")
+
+
+SPY_SCRIPT = r"""#!/usr/bin/env bash
+# Test double: record the call, then run the real spark-submit.
+secrets="${MYSQL_CDC_SECRETS_FILE:-}"
+mode=""
+[ -n "$secrets" ] && [ -f "$secrets" ] && mode=$(stat -c %a "$secrets")
+crash=""
+if [ -f "__CRASH__" ]; then crash=$(cat "__CRASH__"); rm -f "__CRASH__"; export MYSQL_CDC_CRASH_AT="$crash"; fi
+"__REAL__" "$@"
+rc=$?
+__PYTHON__ - "$rc" "$secrets" "$mode" "$crash" "$@" >> "__CALLS__" <<'PY'
+import json, sys
+rc, secrets, mode, crash, *argv = sys.argv[1:]
+print(json.dumps({"rc": int(rc), "secrets_file": secrets, "secrets_mode": mode, "crash": crash, "argv": argv}))
+PY
+exit $rc
+"""
+
+
+@pytest.fixture(scope="module")
+def spark_submit_spy(tmp_path_factory) -> SparkSubmitSpy:
+    bin_dir = tmp_path_factory.mktemp("spark-spy")
+    spy = SparkSubmitSpy(bin_dir, bin_dir / "calls.jsonl", bin_dir / "crash-next")
+    script = (SPY_SCRIPT.replace("__REAL__", str(VENV_BIN / "spark-submit"))
+              .replace("__PYTHON__", sys.executable)
+              .replace("__CALLS__", str(spy.calls_file))
+              .replace("__CRASH__", str(spy.crash_flag)))
+    target = bin_dir / "spark-submit"
+    target.write_text(script)
+    target.chmod(0o755)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", f"{bin_dir}{os.pathsep}{VENV_BIN}{os.pathsep}{os.environ['PATH']}")
+        # The job's Python must be this venv's (pyarrow, pymysql, boto3), driver and workers alike.
+        mp.setenv("PYSPARK_PYTHON", sys.executable)
+        yield spy
+
+
+@dataclass
+class RunResult:
+    dag_id: str
+    run_id: str
+    state: str
+    tasks: dict[str, str]  # task_id -> final state
+    tries: dict[str, int]
+    seconds: float
+    log: str
+    log_file: Path = field(repr=False)
+
+
+class DagRunner:
+    """Real DAG runs through ``dag.test()``, each run's console output (the task logs) kept."""
+
+    def __init__(self, capfd, log_dir: Path, all_logs: list[str]):
+        self.capfd = capfd
+        self.log_dir = log_dir
+        self.all_logs = all_logs
+
+    def run(self, dag_id: str, conf: dict | None = None) -> RunResult:
+        from airflow.dag_processing.dagbag import DagBag
+
+        bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
+        assert not bag.import_errors, f"DAG import errors: {bag.import_errors}"
+        dag = bag.get_dag(dag_id)
+        assert dag is not None, f"no DAG {dag_id!r} in {sorted(bag.dag_ids)}"
+        self.capfd.readouterr()
+        started = time.monotonic()
+        dag_run = dag.test(run_conf=conf)
+        seconds = time.monotonic() - started
+        out, err = self.capfd.readouterr()
+        log = out + err
+        self.all_logs.append(log)
+        log_file = self.log_dir / f"{dag_id}-{len(self.all_logs):02d}.log"
+        log_file.write_text(log)
+        tis = dag_run.get_task_instances()
+        return RunResult(
+            dag_id=dag_id,
+            run_id=dag_run.run_id,
+            state=str(dag_run.state),
+            tasks={ti.task_id: str(ti.state) for ti in tis},
+            tries={ti.task_id: ti.try_number for ti in tis},
+            seconds=seconds,
+            log=log,
+            log_file=log_file,
+        )
+
+
+@pytest.fixture(scope="module")
+def task_logs() -> list[str]:
+    """Console output of every DAG run of the module (what the task logs held)."""
+    return []
+
+
+@pytest.fixture
+def dag_runner(capfd, tmp_path_factory, task_logs, airflow_connections, spark_submit_spy) -> DagRunner:
+    return DagRunner(capfd, tmp_path_factory.getbasetemp(), task_logs)

@@ -1,0 +1,82 @@
+"""The DAG factory: one DAG per pipeline, its shape, and import errors that name the bad field."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DAG_FILE = REPO_ROOT / "dags" / "mysql_cdc_pipelines.py"
+
+ENTRY = {"name": "shop_cdc", "leader_conn_id": "shop_leader", "follower_conn_id": "shop_follower",
+         "storage_uri": "s3://lake/cdc", "aws_conn_id": "lake_aws", "spark_conn_id": "spark_yarn",
+         "include": ["shop.*"], "exclude": ["shop.tmp_*"], "start_position": "earliest",
+         "wait_timeout": 20, "poke_interval": 4, "retries": 5, "retry_delay": 10}
+
+
+def pipelines_file(tmp_path: Path, *entries: dict) -> Path:
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(yaml.safe_dump({"pipelines": list(entries)}))
+    return path
+
+
+def dag_bag(monkeypatch, pipelines: Path | None):
+    from airflow.dag_processing.dagbag import DagBag
+
+    if pipelines is None:
+        monkeypatch.delenv("CDC_PIPELINES_FILE", raising=False)
+    else:
+        monkeypatch.setenv("CDC_PIPELINES_FILE", str(pipelines))
+    return DagBag(dag_folder=str(DAG_FILE))
+
+
+def test_one_dag_per_pipeline(monkeypatch, tmp_path):
+    bag = dag_bag(monkeypatch, pipelines_file(tmp_path, ENTRY, {**ENTRY, "name": "crm_cdc", "include": ["crm.*"]}))
+    assert not bag.import_errors
+    assert sorted(bag.dag_ids) == ["crm_cdc", "shop_cdc"]
+
+
+def test_dag_shape(monkeypatch, tmp_path):
+    dag = dag_bag(monkeypatch, pipelines_file(tmp_path, ENTRY)).get_dag("shop_cdc")
+    wait, extract, merge = (dag.get_task(t) for t in ("wait_for_changes", "extract_batch", "merge_batch"))
+    assert wait.downstream_task_ids == {"extract_batch"} and extract.downstream_task_ids == {"merge_batch"}
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    assert dag.timetable.expression == "*/5 * * * *"
+    assert set(dag.params) == {"start", "end"}
+
+    assert (wait.pipeline, wait.leader_conn_id, wait.follower_conn_id) == ("shop_cdc", "shop_leader", "shop_follower")
+    assert (wait.timeout, wait.poke_interval) == (20, 4)
+    assert (extract.include, extract.exclude, extract.start_position) == (("shop.*",), ("shop.tmp_*",), "earliest")
+    assert (extract.aws_conn_id, merge.aws_conn_id, merge.spark_conn_id) == ("lake_aws", "lake_aws", "spark_yarn")
+    assert [a.uri for a in extract.outlets] == ["s3://lake/cdc/shop_cdc/batches"]
+    for task in (extract, merge):
+        assert task.retries == 5
+        assert task.retry_delay == timedelta(seconds=10)
+        assert task.retry_exponential_backoff == 2.0
+    assert wait.retries == 0  # a failed wait is a real error; the next scheduled run waits again
+    assert merge.application.endswith("spark_jobs/merge_batch.py")
+    assert merge.manifest_uri.operator is extract  # the extract's XCom, resolved at run time
+
+
+def test_bad_pipelines_file_is_an_import_error_naming_the_field(monkeypatch, tmp_path):
+    bag = dag_bag(monkeypatch, pipelines_file(tmp_path, ENTRY, {**ENTRY, "name": "crm_cdc", "start_position": "soon"}))
+    assert bag.dag_ids == []
+    (message,) = bag.import_errors.values()
+    assert "PipelineConfigError" in message
+    assert "pipelines[1] (crm_cdc): field 'start_position'" in message
+
+
+def test_unknown_field_is_an_import_error(monkeypatch, tmp_path):
+    bag = dag_bag(monkeypatch, pipelines_file(tmp_path, {**ENTRY, "shedule": "@daily"}))
+    (message,) = bag.import_errors.values()
+    assert "unknown field(s) ['shedule']" in message
+
+
+def test_the_default_pipelines_file_gives_the_demo_dag(monkeypatch):
+    bag = dag_bag(monkeypatch, None)
+    assert not bag.import_errors
+    dag = bag.get_dag("mysql_cdc")
+    assert dag.get_task("extract_batch").leader_conn_id == "mysql_leader"
+    assert dag.get_task("merge_batch").spark_conn_id == "spark_default"

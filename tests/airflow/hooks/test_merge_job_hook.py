@@ -1,0 +1,91 @@
+"""MergeJobHook: when Spark is needed at all, and the job's inputs (zip + 0600 secrets file)."""
+
+from __future__ import annotations
+
+import json
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from mysql_cdc.contracts import BinlogPosition, ChangeBatch, DdlSegment, DdlTarget, PositionRange, batch_id_for
+from mysql_cdc.hooks import MergeJobHook, RangeGapError
+from mysql_cdc.hooks import merge_job
+from mysql_cdc.hooks.merge_job import ADVANCE, SKIP, SUBMIT
+from mysql_cdc.settings import SECRETS_ENV, JobSecrets
+
+P1, P2, P3 = (BinlogPosition("binlog.000001", o) for o in (4, 900, 1800))
+
+
+def batch(pipeline: str, start: BinlogPosition, end: BinlogPosition, ddl: bool = False) -> ChangeBatch:
+    segments = (DdlSegment(index=0, start=start, end=end, schema="", statement="CREATE DATABASE x",
+                           action="create_database", targets=(DdlTarget("x"),)),) if ddl else ()
+    return ChangeBatch(pipeline=pipeline, batch_id=batch_id_for(PositionRange(start, end)), start=start, end=end,
+                       segments=segments)
+
+
+@pytest.fixture
+def hook(monkeypatch, follower_user, tmp_path) -> MergeJobHook:
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_TEST_FOLLOWER", json.dumps(
+        {"conn_type": "mysql", "host": follower_user["host"], "port": follower_user["port"],
+         "login": follower_user["user"], "password": follower_user["password"]}))
+    return MergeJobHook("cdc_test_follower", f"file://{tmp_path}", None, "spark_default")
+
+
+def stored(hook: MergeJobHook, b: ChangeBatch) -> str:
+    hook.storage.store.put_bytes(f"{b.prefix}/manifest.json", b.to_json().encode())
+    return hook.storage.manifest_uri(b)
+
+
+def test_plan(hook, unique_name):
+    hook.follower.initialize_checkpoint(unique_name, P2)
+    assert hook.plan(stored(hook, batch(unique_name, P1, P2, ddl=True))).action == SKIP
+    assert hook.plan(stored(hook, batch(unique_name, P1, P3, ddl=True))).action == SUBMIT  # overlaps: job decides
+    assert hook.plan(stored(hook, batch(unique_name, P2, P3, ddl=True))).action == SUBMIT
+    empty = hook.plan(stored(hook, batch(unique_name, P2, P3)))
+    assert empty.action == ADVANCE
+    assert hook.advance(empty)
+    assert hook.follower.read_checkpoint(unique_name).position == P3
+    assert hook.plan(stored(hook, batch(unique_name, P2, P3))).action == SKIP
+
+
+def test_plan_refuses_a_gap_and_a_pipeline_without_checkpoint(hook, unique_name):
+    with pytest.raises(RangeGapError, match="has no checkpoint on the follower"):
+        hook.plan(stored(hook, batch(unique_name, P1, P2, ddl=True)))
+    hook.follower.initialize_checkpoint(unique_name, P1)
+    with pytest.raises(RangeGapError, match=r"would skip the changes in \[binlog.000001:4, binlog.000001:900\)"):
+        hook.plan(stored(hook, batch(unique_name, P2, P3, ddl=True)))
+
+
+def test_job_inputs_live_only_while_submitting(hook, follower_user, monkeypatch, tmp_path):
+    fake_job = tmp_path / "merge_batch.py"
+    fake_job.write_text("")
+    monkeypatch.setattr(merge_job, "MERGE_JOB", fake_job)
+    with hook.job_inputs() as inputs:
+        assert set(inputs.env) == {SECRETS_ENV}  # a path, nothing else
+        secrets_file = Path(inputs.env[SECRETS_ENV])
+        assert stat.S_IMODE(secrets_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(secrets_file.parent.stat().st_mode) == 0o700
+        secrets = JobSecrets.read(str(secrets_file))
+        assert (secrets.follower.user, secrets.follower.password) == (follower_user["user"], follower_user["password"])
+        assert secrets.s3 is None  # file:// storage
+        with zipfile.ZipFile(inputs.py_files) as zf:
+            assert "mysql_cdc/contracts/checkpoint.py" in zf.namelist()
+    assert not secrets_file.parent.exists()
+
+
+def test_job_inputs_are_removed_when_the_submit_fails(hook, monkeypatch, tmp_path):
+    fake_job = tmp_path / "merge_batch.py"
+    fake_job.write_text("")
+    monkeypatch.setattr(merge_job, "MERGE_JOB", fake_job)
+    with pytest.raises(RuntimeError), hook.job_inputs() as inputs:
+        secrets_dir = Path(inputs.py_files).parent
+        raise RuntimeError("spark-submit failed")
+    assert not secrets_dir.exists()
+
+
+def test_a_missing_merge_job_is_reported(hook, monkeypatch, tmp_path):
+    monkeypatch.setattr(merge_job, "MERGE_JOB", tmp_path / "nowhere" / "merge_batch.py")
+    with pytest.raises(FileNotFoundError, match="MYSQL_CDC_SPARK_JOBS_DIR"), hook.job_inputs():
+        pass

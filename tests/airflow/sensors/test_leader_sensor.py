@@ -1,0 +1,67 @@
+"""LeaderAdvancedSensor: succeed, defer or skip, and its resume handling of trigger events."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException, TaskDeferred
+
+from mysql_cdc.hooks import FollowerHook, LeaderHook
+from mysql_cdc.sensors import LeaderAdvancedSensor
+from mysql_cdc.triggers import LeaderAdvancedTrigger
+
+
+@pytest.fixture
+def conns(monkeypatch, leader_user, follower_user):
+    for conn_id, user in (("cdc_sens_leader", leader_user), ("cdc_sens_follower", follower_user)):
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(
+            {"conn_type": "mysql", "host": user["host"], "port": user["port"], "login": user["user"],
+             "password": user["password"]}))
+    return LeaderHook("cdc_sens_leader"), FollowerHook("cdc_sens_follower")
+
+
+def sensor(pipeline: str = "shop", **kwargs) -> LeaderAdvancedSensor:
+    return LeaderAdvancedSensor(task_id="wait", pipeline=pipeline, leader_conn_id="cdc_sens_leader",
+                                follower_conn_id="cdc_sens_follower", timeout=7, poke_interval=1, **kwargs)
+
+
+NO_PARAMS = {"params": {"start": None, "end": None}}
+
+
+def test_no_checkpoint_succeeds_at_once(conns, unique_name):
+    assert sensor(unique_name).execute(NO_PARAMS) == {"leader": str(conns[0].current_position()), "checkpoint": None}
+
+
+def test_nothing_new_defers_to_the_trigger(conns, unique_name):
+    leader_hook, follower_hook = conns
+    follower_hook.initialize_checkpoint(unique_name, leader_hook.current_position())
+    with pytest.raises(TaskDeferred) as info:
+        sensor(unique_name).execute(NO_PARAMS)
+    trigger = info.value.trigger
+    assert isinstance(trigger, LeaderAdvancedTrigger)
+    assert info.value.method_name == "execute_complete"
+    _, kwargs = trigger.serialize()
+    assert kwargs["pipeline"] == unique_name and kwargs["poke_interval"] == 1
+    json.dumps(kwargs)
+
+
+def test_backfill_runs_do_not_wait_and_bad_params_fail():
+    # no connection is looked up for a backfill: the ids below do not exist
+    lone = LeaderAdvancedSensor(task_id="w", pipeline="shop", leader_conn_id="nope", follower_conn_id="nope")
+    assert lone.execute({"params": {"start": "binlog.000001:4", "end": "binlog.000001:99"}}) is None
+    with pytest.raises(AirflowFailException, match="param 'end': is missing"):
+        lone.execute({"params": {"start": "binlog.000001:4", "end": None}})
+
+
+def test_execute_complete():
+    s = sensor()
+    assert s.execute_complete({}, {"status": "success", "leader": "b.000002:9", "checkpoint": "b.000002:4"}) == {
+        "leader": "b.000002:9", "checkpoint": "b.000002:4"}
+    with pytest.raises(AirflowSkipException, match="nothing new for pipeline shop within 7s"):
+        s.execute_complete({}, {"status": "timeout", "leader": "b.000002:4", "checkpoint": "b.000002:4"})
+    with pytest.raises(AirflowException, match="failed: OperationalError: boom") as info:
+        s.execute_complete({}, {"status": "error", "message": "OperationalError: boom"})
+    assert not isinstance(info.value, AirflowSkipException)
+    with pytest.raises(AirflowException, match="failed"):
+        s.execute_complete({}, {"status": "surprise"})

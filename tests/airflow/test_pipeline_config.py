@@ -1,0 +1,157 @@
+"""The pipelines file: defaults, strictness, and errors that name the file, pipeline and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mysql_cdc.pipeline_config import DEFAULT_SCHEDULE, PipelineConfigError, load_pipelines
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MINIMAL = {
+    "name": "shop",
+    "leader_conn_id": "shop_leader",
+    "follower_conn_id": "shop_follower",
+    "storage_uri": "s3://lake/cdc",
+}
+
+
+def write(tmp_path: Path, *entries: dict, top: dict | None = None) -> Path:
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(yaml.safe_dump(top if top is not None else {"pipelines": list(entries)}))
+    return path
+
+
+def error_of(tmp_path: Path, *entries: dict, top: dict | None = None) -> str:
+    with pytest.raises(PipelineConfigError) as info:
+        load_pipelines(write(tmp_path, *entries, top=top))
+    return str(info.value)
+
+
+def test_defaults(tmp_path):
+    (config,) = load_pipelines(write(tmp_path, MINIMAL))
+    assert config.name == "shop"
+    assert config.schedule == DEFAULT_SCHEDULE == "*/5 * * * *"
+    assert (config.aws_conn_id, config.spark_conn_id) == ("aws_default", "spark_default")
+    assert (config.include, config.exclude) == (("*.*",), ())
+    assert config.start_position == "current"
+    assert config.uses_s3
+    assert config.table_filter.captures_table("shop", "orders")
+
+
+def test_every_field(tmp_path):
+    entry = {**MINIMAL, "schedule": "@hourly", "aws_conn_id": None, "spark_conn_id": "spark_yarn",
+             "include": ["shop.*", "crm.customers"], "exclude": ["shop.tmp_*"],
+             "start_position": "binlog.000007:1146", "wait_timeout": 30, "poke_interval": 5,
+             "retries": 0, "retry_delay": 0}
+    (config,) = load_pipelines(write(tmp_path, entry))
+    assert config.schedule == "@hourly" and config.aws_conn_id is None
+    assert config.include == ("shop.*", "crm.customers") and config.exclude == ("shop.tmp_*",)
+    assert config.start_position == "binlog.000007:1146"
+    assert (config.wait_timeout, config.poke_interval, config.retries, config.retry_delay) == (30, 5, 0, 0)
+    assert not config.table_filter.captures_table("shop", "tmp_1")
+
+
+def test_manual_only_schedule(tmp_path):
+    (config,) = load_pipelines(write(tmp_path, {**MINIMAL, "schedule": None}))
+    assert config.schedule is None
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"schedul": "@daily"}, "schedul", "unknown field(s) ['schedul']"),
+        ({"schedule": "every five minutes"}, "schedule", "not a cron expression"),
+        ({"schedule": "@fortnightly"}, "schedule", "not a schedule preset"),
+        ({"start_position": "latest"}, "start_position", "must be 'current', 'earliest' or FILE:POS"),
+        ({"start_position": "binlog:12"}, "start_position", "FILE:OFFSET"),
+        ({"include": "shop.*"}, "include", "must be a list of db.table globs"),
+        ({"include": ["shop"]}, "include", "is not a db.table glob"),
+        ({"include": []}, "include", "nothing would be captured"),
+        ({"exclude": ["a.b.c"]}, "exclude", "is not a db.table glob"),
+        ({"storage_uri": "hdfs://nn/cdc"}, "storage_uri", "scheme 'hdfs'"),
+        ({"storage_uri": "file://relative/dir"}, "storage_uri", "file:///absolute/path"),
+        ({"storage_uri": "s3:///cdc"}, "storage_uri", "names no bucket"),
+        ({"name": "shop.orders"}, "name", "not a valid pipeline name"),
+        ({"leader_conn_id": ""}, "leader_conn_id", "non-empty string"),
+        ({"wait_timeout": 0}, "wait_timeout", "positive number of seconds"),
+        ({"wait_timeout": True}, "wait_timeout", "positive number of seconds"),
+        ({"poke_interval": 60}, "poke_interval", "longer than wait_timeout"),
+        ({"retries": -1}, "retries", "whole number >= 0"),
+        ({"retries": 1.5}, "retries", "whole number >= 0"),
+    ],
+)
+def test_bad_field_is_named(tmp_path, change, field, words):
+    message = error_of(tmp_path, {**MINIMAL, **change})
+    assert str(tmp_path / "pipelines.yaml") in message
+    assert "pipelines[0]" in message
+    assert field in message
+    assert words in message
+
+
+def test_missing_required_fields_are_named(tmp_path):
+    message = error_of(tmp_path, {"name": "shop", "storage_uri": "s3://lake/cdc"})
+    assert "pipelines[0] (shop): missing required field(s) ['leader_conn_id', 'follower_conn_id']" in message
+
+
+def test_the_failing_entry_is_identified(tmp_path):
+    message = error_of(tmp_path, MINIMAL, {**MINIMAL, "name": "crm", "include": ["crm"]})
+    assert "pipelines[1] (crm): field 'include'" in message
+
+
+def test_duplicate_names(tmp_path):
+    assert "'shop' is used twice" in error_of(tmp_path, MINIMAL, MINIMAL)
+
+
+@pytest.mark.parametrize(
+    ("top", "words"),
+    [
+        ({"pipelines": []}, "non-empty list"),
+        ({"pipeline": [MINIMAL]}, "expected one top-level key 'pipelines'"),
+        ({"pipelines": [MINIMAL], "defaults": {}}, "expected one top-level key 'pipelines'"),
+        ({"pipelines": ["shop"]}, "expected a mapping of fields"),
+    ],
+)
+def test_bad_shape(tmp_path, top, words):
+    assert words in error_of(tmp_path, top=top)
+
+
+def test_unreadable_and_invalid_files(tmp_path):
+    with pytest.raises(PipelineConfigError, match="cannot read the pipelines file .*CDC_PIPELINES_FILE"):
+        load_pipelines(tmp_path / "missing.yaml")
+    path = tmp_path / "broken.yaml"
+    path.write_text("pipelines: [\n")
+    with pytest.raises(PipelineConfigError, match="not valid YAML"):
+        load_pipelines(path)
+
+
+def test_environment_interpolation(tmp_path, monkeypatch):
+    entry = {**MINIMAL, "storage_uri": "${CDC_TEST_URI:-file://${PIPELINES_DIR}/../batches}",
+             "leader_conn_id": "${CDC_TEST_LEADER}"}
+    monkeypatch.setenv("CDC_TEST_LEADER", "leader_from_env")
+    monkeypatch.delenv("CDC_TEST_URI", raising=False)
+    (config,) = load_pipelines(write(tmp_path, entry))
+    assert config.leader_conn_id == "leader_from_env"
+    assert config.storage_uri == f"file://{tmp_path.parent}/batches"  # '..' folded
+
+    monkeypatch.setenv("CDC_TEST_URI", "s3://bucket/from-env/")
+    (config,) = load_pipelines(write(tmp_path, entry))
+    assert config.storage_uri == "s3://bucket/from-env"
+
+    monkeypatch.delenv("CDC_TEST_LEADER")
+    message = error_of(tmp_path, entry)
+    assert "pipelines[0] (shop).leader_conn_id: environment variable CDC_TEST_LEADER is not set" in message
+
+
+def test_the_default_pipelines_file(monkeypatch):
+    monkeypatch.delenv("CDC_STORAGE_URI", raising=False)
+    monkeypatch.delenv("CDC_START_POSITION", raising=False)
+    (config,) = load_pipelines(REPO_ROOT / "dags" / "pipelines.yaml")
+    assert config.name == "mysql_cdc"
+    assert (config.leader_conn_id, config.follower_conn_id, config.aws_conn_id, config.spark_conn_id) == (
+        "mysql_leader", "mysql_follower", "aws_default", "spark_default")
+    assert config.schedule == "*/5 * * * *"
+    assert config.storage_uri == f"file://{REPO_ROOT}/.local/cdc-batches"
+    assert config.start_position == "earliest"

@@ -1,0 +1,209 @@
+"""Apply-side test helpers: run a workload on the real leader, capture exactly its binlog range
+into a batch, merge the batch into the real follower (in-process or with spark-submit), and
+compare leader and follower table by table."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from mysql_cdc.capture.extract import extract_range
+from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.capture.leader import Leader
+from mysql_cdc.contracts import (
+    MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange, ensure_checkpoint_table,
+    read_checkpoint, write_checkpoint,
+)
+from mysql_cdc.packaging import MERGE_JOB, build_py_files
+from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings
+from mysql_cdc.storage import S3Settings, open_store
+
+SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
+
+
+def leader_position(settings: MySQLSettings) -> BinlogPosition:
+    with Leader(settings) as leader:
+        return leader.current_position()
+
+
+def run_sql(server, statements: Iterable[str], database: str | None = None) -> None:
+    conn = server.connect(database=database)
+    try:
+        with conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+    finally:
+        conn.close()
+
+
+@dataclass
+class Pipeline:
+    """One test's pipeline: its own name, leader database, storage root and checkpoint."""
+
+    name: str
+    database: str
+    leader: object  # local_services.MariaDBServer
+    follower: object
+    leader_settings: MySQLSettings
+    follower_settings: MySQLSettings
+    store_uri: str
+    s3: S3Settings | None = None
+    position: BinlogPosition | None = None  # where the next capture starts
+    batches: list[ChangeBatch] = field(default_factory=list)
+
+    @property
+    def secrets(self) -> JobSecrets:
+        return JobSecrets(self.follower_settings, self.s3)
+
+    @property
+    def store(self):
+        return open_store(self.store_uri, self.s3)
+
+    def start(self) -> "Pipeline":
+        """Checkpoint the follower at the leader's current position: the first captured range
+        starts there, with the CREATE DATABASE, so DDL replay builds the follower."""
+        self.position = leader_position(self.leader_settings)
+        conn = self.follower.connect()
+        try:
+            ensure_checkpoint_table(conn)
+            write_checkpoint(conn, Checkpoint(self.name, self.position))
+        finally:
+            conn.close()
+        return self
+
+    def capture(self, workload: Iterable[str] | Callable[[], None], database: str | None = None) -> ChangeBatch:
+        """Run ``workload`` (statements, or a function) on the leader and extract the range it wrote."""
+        if callable(workload):
+            workload()
+        else:
+            run_sql(self.leader, workload, database)
+        return self.extract(self.position, leader_position(self.leader_settings))
+
+    def extract(self, start: BinlogPosition, end: BinlogPosition) -> ChangeBatch:
+        batch = extract_range(self.leader_settings, self.store, self.name, PositionRange(start, end),
+                              TableFilter((f"{self.database}.*",)))
+        assert batch is not None, f"the workload wrote nothing to the binlog in [{start}, {end})"
+        self.position = max(self.position, end)
+        self.batches.append(batch)
+        return batch
+
+    def manifest_uri(self, batch: ChangeBatch) -> str:
+        return f"{self.store_uri.rstrip('/')}/{batch.prefix}/{MANIFEST_NAME}"
+
+    def checkpoint(self) -> Checkpoint | None:
+        conn = self.follower.connect()
+        try:
+            return read_checkpoint(conn, self.name)
+        finally:
+            conn.close()
+
+    def staging_tables(self) -> list[str]:
+        from mysql_cdc.apply.staging import staging_prefix
+
+        conn = self.follower.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '_mysql_cdc'")
+                return sorted(r[0] for r in cur.fetchall() if r[0].startswith(staging_prefix(self.name)))
+        finally:
+            conn.close()
+
+
+def spark_submit(pipeline: Pipeline, batch: ChangeBatch, work_dir: Path, extra_env: dict | None = None,
+                 timeout: float = 300) -> subprocess.CompletedProcess:
+    """The merge job exactly as Airflow runs it: spark-submit with the py-files zip, secrets in a
+    0600 file named by the environment, nothing secret in argv."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    py_files = build_py_files(work_dir)
+    secrets_file = work_dir / "secrets.json"
+    pipeline.secrets.write(str(secrets_file))
+    assert (secrets_file.stat().st_mode & 0o777) == 0o600
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # mysql_cdc must come from the zip
+    env.update({SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable, **(extra_env or {})})
+    cmd = [str(SPARK_SUBMIT), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           # C1-only JIT: halves the JVM warm-up that dominates a test-sized batch on 2 cores
+           "--driver-java-options", "-XX:TieredStopAtLevel=1",
+           "--py-files", py_files, str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert pipeline.follower_settings.password not in " ".join(cmd)
+    assert pipeline.follower_settings.password not in result.stdout + result.stderr
+    return result
+
+
+def job_output(result: subprocess.CompletedProcess) -> str:
+    """What the job printed. spark-submit's PythonRunner merges the Python driver's stderr into
+    its own stdout, so the job's stderr (logs, the error line) arrives on spark-submit's stdout."""
+    return result.stdout + result.stderr
+
+
+def error_line(result: subprocess.CompletedProcess) -> str:
+    lines = [line for line in job_output(result).splitlines() if line.startswith("merge_batch: error:")]
+    assert len(lines) == 1, job_output(result)[-3000:]
+    return lines[0]
+
+
+# -- comparing leader and follower -------------------------------------------------------------
+
+
+def _fetch(server, sql: str, database: str | None = None) -> list[tuple]:
+    conn = server.connect(database=database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+            cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def table_names(server, database: str) -> list[str]:
+    return sorted(r[0] for r in _fetch(
+        server, f"SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{database}'"))
+
+
+def table_definition(server, database: str, table: str) -> str:
+    text = _fetch(server, f"SHOW CREATE TABLE `{database}`.`{table}`")[0][1]
+    # the counter follows inserts the batch compacted away; it is not part of the definition
+    return re.sub(r" AUTO_INCREMENT=\d+", "", text)
+
+
+def table_rows(server, database: str, table: str) -> Counter:
+    return Counter(_fetch(server, f"SELECT * FROM `{database}`.`{table}`"))
+
+
+def snapshot(server, database: str) -> dict[str, tuple[str, Counter]]:
+    return {t: (table_definition(server, database, t), table_rows(server, database, t))
+            for t in table_names(server, database)}
+
+
+def assert_same_database(leader, follower, database: str) -> None:
+    """Every table of ``database``: same definition (SHOW CREATE TABLE: columns, types,
+    nullability, defaults, keys) and the same rows as multisets."""
+    expected, actual = snapshot(leader, database), snapshot(follower, database)
+    assert sorted(actual) == sorted(expected), "tables differ"
+    for table in expected:
+        assert actual[table][0] == expected[table][0], f"definition of {table} differs"
+        missing = expected[table][1] - actual[table][1]
+        extra = actual[table][1] - expected[table][1]
+        assert not missing and not extra, f"{table}: missing on follower {dict(missing)}, extra {dict(extra)}"
+
+
+def assert_dataframe_equal(actual, expected, **kwargs) -> None:
+    """``pyspark.testing.assertDataFrameEqual`` for Spark DataFrames and lists of Rows.
+
+    It imports ``pyspark.pandas`` whenever pandas is installed, and pyspark.pandas does not import
+    with the pandas 3 this environment pins (Airflow's). Hiding pandas for the call makes it take
+    its pandas-free path, which is the one Spark DataFrames use anyway."""
+    import sys
+    from unittest import mock
+
+    from pyspark.testing import assertDataFrameEqual
+
+    with mock.patch.dict(sys.modules, {"pandas": None}):
+        assertDataFrameEqual(actual, expected, **kwargs)

@@ -1,0 +1,186 @@
+"""The merge job's pure transforms on small inline change rows (one shared SparkSession)."""
+
+import pytest
+from pyspark.sql import Row
+from merge_helpers import assert_dataframe_equal as assertDataFrameEqual
+
+from mysql_cdc.contracts import BinlogPosition
+from spark_jobs.merge_batch import after_checkpoint, expand_copies, net_keyed_changes, net_keyless_changes
+
+SCHEMA = (
+    "id INT, k2 STRING, v STRING, _op STRING, _binlog_seq LONG, _binlog_pos LONG, _row_index INT, "
+    "_before STRUCT<id: INT, k2: STRING, v: STRING>"
+)
+
+
+def changes(spark, *rows):
+    """rows: (op, (seq, pos, index), after-or-deleted image, before image or None)."""
+    data = [(*image, op, seq, pos, idx, before) for op, (seq, pos, idx), image, before in rows]
+    return spark.createDataFrame(data, SCHEMA)
+
+
+def keyed(spark, *rows, keys=("id",)):
+    return net_keyed_changes(changes(spark, *rows), list(keys))
+
+
+def net(*rows):
+    """Expected net rows: (id, k2, v, op, n)."""
+    return [Row(id=i, k2=k, v=v, __mcdc_op=op, __mcdc_n=n) for i, k, v, op, n in rows]
+
+
+# -- keyed --------------------------------------------------------------------------------------
+
+
+def test_keyed_update_of_existing_row_is_an_upsert_of_the_last_image(spark):
+    actual = keyed(
+        spark,
+        ("U", (1, 100, 0), (1, "a", "second"), (1, "a", "first")),
+        ("U", (1, 200, 0), (1, "a", None), (1, "a", "second")),  # NULL in a non-key column survives
+    )
+    assertDataFrameEqual(actual, net((1, "a", None, "U", 1)))
+
+
+def test_keyed_insert_then_update_is_an_insert_of_a_new_key(spark):
+    actual = keyed(
+        spark,
+        ("I", (1, 100, 0), (7, "a", "new"), None),
+        ("U", (1, 200, 0), (7, "a", "newer"), (7, "a", "new")),
+    )
+    assertDataFrameEqual(actual, net((7, "a", "newer", "I", 1)))
+
+
+def test_keyed_insert_then_delete_cancels(spark):
+    actual = keyed(
+        spark,
+        ("I", (1, 100, 0), (7, "a", "x"), None),
+        ("U", (1, 150, 0), (7, "a", "y"), (7, "a", "x")),
+        ("D", (1, 200, 0), (7, "a", "y"), None),
+    )
+    assertDataFrameEqual(actual, [])
+
+
+def test_keyed_delete_then_insert_replaces_the_row(spark):
+    actual = keyed(
+        spark,
+        ("D", (1, 100, 0), (3, "a", "old"), None),
+        ("I", (1, 200, 0), (3, "a", "reborn"), None),
+    )
+    assertDataFrameEqual(actual, net((3, "a", "reborn", "U", 1)))
+
+
+def test_keyed_delete_of_existing_row(spark):
+    actual = keyed(spark, ("D", (1, 100, 0), (3, "a", "old"), None))
+    assertDataFrameEqual(actual, net((3, "a", "old", "D", 1)))
+
+
+def test_keyed_key_change_deletes_the_old_key_and_inserts_the_new(spark):
+    actual = keyed(spark, ("U", (1, 100, 0), (2, "a", "moved"), (1, "a", "moved")))
+    assertDataFrameEqual(actual, net((1, "a", "moved", "D", 1), (2, "a", "moved", "I", 1)))
+
+
+def test_keyed_key_swap_through_a_temporary_key(spark):
+    actual = keyed(
+        spark,
+        ("U", (1, 100, 0), (3, "a", "one"), (1, "a", "one")),
+        ("U", (1, 200, 0), (1, "a", "two"), (2, "a", "two")),
+        ("U", (1, 300, 0), (2, "a", "one"), (3, "a", "one")),
+    )
+    # 1 and 2 existed before the batch: replaced; 3 was created and removed inside it
+    assertDataFrameEqual(actual, net((1, "a", "two", "U", 1), (2, "a", "one", "U", 1)))
+
+
+def test_keyed_changing_one_column_of_a_composite_key(spark):
+    actual = keyed(spark, ("U", (1, 100, 0), (1, "b", "v"), (1, "a", "v")), keys=("id", "k2"))
+    assertDataFrameEqual(actual, net((1, "a", "v", "D", 1), (1, "b", "v", "I", 1)))
+
+
+def test_keyed_order_is_file_then_offset_then_row_index(spark):
+    actual = keyed(
+        spark,
+        # listed out of order on purpose; binlog.000002 comes after any offset of binlog.000001
+        ("U", (2, 4, 0), (1, "a", "last"), (1, "a", "x")),
+        ("U", (1, 999_999, 1), (1, "a", "second"), (1, "a", "x")),
+        ("U", (1, 999_999, 0), (1, "a", "first"), (1, "a", "x")),
+    )
+    assertDataFrameEqual(actual, net((1, "a", "last", "U", 1)))
+
+
+# -- keyless ------------------------------------------------------------------------------------
+
+
+def keyless(spark, *rows):
+    return net_keyless_changes(changes(spark, *rows), ["id", "k2", "v"])
+
+
+def test_keyless_duplicates_count(spark):
+    actual = keyless(
+        spark,
+        ("I", (1, 100, 0), (1, "a", "x"), None),
+        ("I", (1, 100, 1), (1, "a", "x"), None),
+        ("I", (1, 200, 0), (1, "a", "x"), None),
+        ("D", (1, 300, 0), (1, "a", "x"), None),
+    )
+    assertDataFrameEqual(actual, net((1, "a", "x", "I", 2)))
+
+
+def test_keyless_nulls_compare_equal(spark):
+    actual = keyless(
+        spark,
+        ("I", (1, 100, 0), (None, "a", None), None),
+        ("I", (1, 200, 0), (None, "a", None), None),
+        ("D", (1, 300, 0), (None, "a", None), None),
+    )
+    assertDataFrameEqual(actual, net((None, "a", None, "I", 1)))
+
+
+def test_keyless_update_moves_one_copy(spark):
+    actual = keyless(spark, ("U", (1, 100, 0), (1, "a", "new"), (1, "a", "old")))
+    assertDataFrameEqual(actual, net((1, "a", "old", "D", 1), (1, "a", "new", "I", 1)))
+
+
+def test_keyless_insert_then_delete_cancels(spark):
+    actual = keyless(
+        spark,
+        ("I", (1, 100, 0), (1, "a", "x"), None),
+        ("U", (1, 200, 0), (1, "a", "y"), (1, "a", "x")),
+        ("D", (1, 300, 0), (1, "a", "y"), None),
+    )
+    assertDataFrameEqual(actual, [])
+
+
+def test_keyless_deletes_of_rows_from_before_the_batch(spark):
+    actual = keyless(
+        spark,
+        ("D", (1, 100, 0), (1, "a", "x"), None),
+        ("D", (1, 100, 1), (1, "a", "x"), None),
+    )
+    assertDataFrameEqual(actual, net((1, "a", "x", "D", 2)))
+
+
+def test_expand_copies_repeats_inserts_and_keeps_deletes_single(spark):
+    counted = spark.createDataFrame(
+        [(1, "a", "x", "I", 3), (2, "b", "y", "D", 2)],
+        "id INT, k2 STRING, v STRING, __mcdc_op STRING, __mcdc_n LONG",
+    )
+    assertDataFrameEqual(
+        expand_copies(counted),
+        net(*[(1, "a", "x", "I", 1)] * 3, (2, "b", "y", "D", 2)),
+    )
+
+
+# -- replay position ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "kept"),
+    [
+        ("binlog.000001:200", [(1, 200), (1, 300), (2, 4)]),  # a row at the checkpoint is after it
+        ("binlog.000001:201", [(1, 300), (2, 4)]),
+        ("binlog.000002:4", [(2, 4)]),
+        ("binlog.000003:4", []),
+    ],
+)
+def test_after_checkpoint_keeps_rows_at_or_after_the_position(spark, checkpoint, kept):
+    df = changes(spark, *[("I", (seq, pos, 0), (pos, "a", "v"), None) for seq, pos in [(1, 100), (1, 200), (1, 300), (2, 4)]])
+    actual = after_checkpoint(df, BinlogPosition.parse(checkpoint)).select("_binlog_seq", "_binlog_pos")
+    assertDataFrameEqual(actual, [Row(_binlog_seq=s, _binlog_pos=p) for s, p in kept])

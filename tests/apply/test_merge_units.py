@@ -1,0 +1,123 @@
+"""Spark-free parts of the merge job: the LOAD DATA encoding, the replay rules, type matching."""
+
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from mysql_cdc.apply.encoding import encode_rows, load_column, load_data_clause
+from mysql_cdc.apply.errors import CheckpointError
+from mysql_cdc.apply.follower import FollowerColumn
+from mysql_cdc.apply.replay import plan_replay
+from mysql_cdc.contracts import BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, RowSegment
+
+
+def encoded(values, arrow_type, mysql_type="x") -> list[str]:
+    column = load_column("c", arrow_type, mysql_type)
+    return bytes(encode_rows([pa.array(values, arrow_type)], [column])).decode().split("\n")[:-1]
+
+
+def test_time_keeps_sign_hours_past_24_and_microseconds():
+    values = [dt.timedelta(hours=838, minutes=59, seconds=59), -dt.timedelta(hours=12),
+              -dt.timedelta(hours=838, minutes=59, seconds=58, microseconds=999999),
+              dt.timedelta(microseconds=1), -dt.timedelta(microseconds=1), None]
+    assert encoded(values, pa.duration("us"), "time(6)") == [
+        "838:59:59.000000", "-12:00:00.000000", "-838:59:58.999999", "0:00:00.000001", "-0:00:00.000001", "\\N",
+    ]
+
+
+def test_text_escapes_the_load_data_specials_and_null_is_distinct_from_the_text_backslash_n():
+    assert encoded(["tab\there", "nl\nx", "back\\slash", "nul\x00", "\\N", "", None, "😀"], pa.string()) == [
+        "tab\\there", "nl\\nx", "back\\\\slash", "nul\\0", "\\\\N", "", "\\N", "😀",
+    ]
+
+
+def test_binary_and_bit_travel_as_hex_through_variables():
+    assert encoded([b"\x00\xff\n", b"", None], pa.binary(), "varbinary") == ["00ff0a", "", "\\N"]
+    columns = [load_column("b", pa.binary(), "blob"), load_column("f", pa.binary(), "bit(64)"),
+               load_column("n", pa.int64(), "bigint")]
+    assert load_data_clause(columns) == (
+        "(@v0, @v1, `n`) SET `b` = UNHEX(@v0), `f` = CAST(CONV(@v1, 16, 10) AS UNSIGNED)"
+    )
+
+
+def test_numbers_dates_and_years_are_exact_text():
+    assert encoded([Decimal(2**64 - 1), None], pa.decimal128(20, 0)) == ["18446744073709551615", "\\N"]
+    assert encoded([Decimal("-0.50")], pa.decimal128(10, 2)) == ["-0.50"]
+    # a FLOAT goes out as its exact double value: the server then stores the same float32
+    assert encoded([3.14159], pa.float32()) == ["3.141590118408203"]
+    assert encoded([0, 2155], pa.int16(), "year") == ["0000", "2155"]
+    assert encoded([dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)], pa.timestamp("us")) == [
+        "0001-01-01 00:00:00.000000", "9999-12-31 23:59:59.999999",
+    ]
+    assert encoded([dt.datetime(2038, 1, 19, 3, 14, 7, 999999)], pa.timestamp("us", tz="UTC")) == [
+        "2038-01-19 03:14:07.999999",
+    ]
+
+
+@pytest.mark.parametrize(("batch_type", "follower", "same"), [
+    ("bigint unsigned", ("bigint", "bigint(20) unsigned"), True),
+    ("bigint", ("bigint", "bigint(20) unsigned"), False),
+    ("decimal(65,30)", ("decimal", "decimal(65,30)"), True),
+    ("json", ("longtext", "longtext"), True),
+    ("varchar", ("text", "text"), False),
+    ("binary(4)", ("binary", "binary(4)"), True),
+])
+def test_batch_types_match_follower_columns(batch_type, follower, same):
+    column = FollowerColumn("c", follower[0], follower[1], None, None, False)
+    assert column.matches(batch_type) is same
+
+
+# -- replay rules --------------------------------------------------------------------------------
+
+P = BinlogPosition.parse
+
+
+def batch_with(*segments, start="binlog.000001:100", end="binlog.000001:900") -> ChangeBatch:
+    return ChangeBatch("p", "b", P(start), P(end), tuple(segments))
+
+
+ROWS = RowSegment(0, P("binlog.000001:100"), P("binlog.000001:400"), ())
+DDL = DdlSegment(1, P("binlog.000001:400"), P("binlog.000001:500"), "db", "ALTER TABLE t ADD c INT",
+                 "alter_table", (DdlTarget("db", "t"),))
+MORE = RowSegment(2, P("binlog.000001:500"), P("binlog.000001:900"), ())
+
+
+@pytest.mark.parametrize(("checkpoint", "expected"), [
+    ("binlog.000001:100", [ROWS, DDL, MORE]),
+    ("binlog.000001:250", [ROWS, DDL, MORE]),  # inside the first row segment: its later rows apply
+    ("binlog.000001:400", [DDL, MORE]),
+    ("binlog.000001:500", [MORE]),
+    ("binlog.000001:900", []),
+    ("binlog.000002:4", []),
+])
+def test_segments_left_to_apply(checkpoint, expected):
+    plan = plan_replay(batch_with(ROWS, DDL, MORE), Checkpoint("p", P(checkpoint)))
+    assert list(plan.segments) == expected and plan.noop == (not expected)
+
+
+def test_a_gap_names_both_positions():
+    with pytest.raises(CheckpointError, match=r"starts at binlog.000001:100 .* is at binlog.000001:50"):
+        plan_replay(batch_with(ROWS), Checkpoint("p", P("binlog.000001:50")))
+
+
+def test_a_pending_ddl_must_be_the_next_segment():
+    pending = Checkpoint("p", P("binlog.000001:400"), pending_ddl_pos=P("binlog.000001:400"),
+                         pending_ddl_fingerprint="f")
+    assert plan_replay(batch_with(ROWS, DDL, MORE), pending).segments == (DDL, MORE)
+    elsewhere = Checkpoint("p", P("binlog.000001:100"), pending_ddl_pos=P("binlog.000001:77"))
+    with pytest.raises(CheckpointError, match="pending DDL at binlog.000001:77"):
+        plan_replay(batch_with(ROWS, DDL, MORE), elsewhere)
+
+
+def test_one_line_error_digs_the_real_error_out_of_an_executor_report():
+    from spark_jobs.merge_batch import one_line
+
+    report = RuntimeError(
+        "An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "Traceback (most recent call last):\n  File \"staging.py\", line 1, in load\n"
+        "mysql_cdc.apply.staging.StagingError: loading staging table stg_x changed values: Data truncated\n"
+    )
+    assert one_line(report) == "mysql_cdc.apply.staging.StagingError: loading staging table stg_x changed values: Data truncated"
+    assert one_line(CheckpointError("gap: batch b starts at x")) == "gap: batch b starts at x"
