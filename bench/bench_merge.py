@@ -10,9 +10,10 @@
    its log (the in-job merge of the table: read, net, stage, apply) beside the wall time;
 4. loads the same net rows (the merged table's final rows) with ``LOAD DATA LOCAL INFILE`` into a
    fresh copy of the follower table, the fastest way in;
-5. prints both rates and their ratio (target >= 0.6), then one JSON line, last.
+5. prints both rates and their ratio (target >= 0.6), then one JSON line, last. With --repeat N
+   the merge and the baseline run N times (each merge into a fresh follower) and medians are reported.
 
-All servers it starts are stopped on exit.
+All servers it starts are stopped on exit, and its temp dir is removed (unless --keep).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,14 +81,17 @@ def position(settings: MySQLSettings):
         return leader.current_position()
 
 
-def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_memory: str) -> tuple[float, dict]:
+def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_memory: str,
+                     java_options: str) -> tuple[float, dict]:
     py_files = build_py_files(work)
     secrets_file = work / "secrets.json"
     secrets.write(str(secrets_file))
     env = {**os.environ, SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable}
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--driver-memory",
-           driver_memory, "--conf", "spark.ui.enabled=false", "--py-files", py_files, str(MERGE_JOB),
-           "--manifest-uri", manifest_uri]
+           driver_memory, "--conf", "spark.ui.enabled=false", "--py-files", py_files]
+    if java_options:
+        cmd += ["--driver-java-options", java_options]
+    cmd += [str(MERGE_JOB), "--manifest-uri", manifest_uri]
     started = time.monotonic()
     result = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
@@ -99,27 +104,61 @@ def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_
     return wall, json.loads(match.group(1))
 
 
-def load_data_baseline(follower: MariaDBServer, work: Path) -> tuple[int, float]:
+def load_data_baseline(follower: MariaDBServer, work: Path, run: int) -> tuple[int, float]:
     """LOAD DATA LOCAL INFILE of the merged table's rows into a fresh copy of it."""
-    dump = work / "net_rows.tsv"
+    dump = work / f"net_rows_{run}.tsv"  # INTO OUTFILE refuses to overwrite
     conn = follower.connect(local_infile=True)
     try:
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")
             cur.execute(f"SELECT * FROM {DB}.{TABLE} ORDER BY id INTO OUTFILE '{dump}'")
+            cur.execute(f"DROP TABLE IF EXISTS {DB}.{TABLE}_copy")
             cur.execute(f"CREATE TABLE {DB}.{TABLE}_copy LIKE {DB}.{TABLE}")
             started = time.monotonic()
             rows = cur.execute(f"LOAD DATA LOCAL INFILE '{dump}' INTO TABLE {DB}.{TABLE}_copy")
             seconds = time.monotonic() - started
     finally:
         conn.close()
+    dump.unlink()
     return rows, seconds
+
+
+def reset_follower(follower: MariaDBServer, start) -> None:
+    """The follower as before the first merge: no bench database, checkpoint at the range start."""
+    conn = follower.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {DB}")
+        ensure_checkpoint_table(conn)
+        write_checkpoint(conn, Checkpoint(PIPELINE, start))
+    finally:
+        conn.close()
+
+
+def measure(args, follower: MariaDBServer, secrets: JobSecrets, manifest_uri: str, start, work: Path, run: int) -> dict:
+    """One merge of the batch into a fresh follower, then the LOAD DATA baseline of its rows."""
+    reset_follower(follower, start)
+    log(f"run {run + 1}/{args.repeat}: merging with spark-submit ...")
+    wall, summary = run_spark_submit(manifest_uri, secrets, work, args.driver_memory, args.driver_java_options)
+    (table,) = [t for t in summary["tables"] if t["table"] == f"{DB}.{TABLE}"]
+    log(f"run {run + 1}/{args.repeat}: LOAD DATA baseline ...")
+    loaded, load_seconds = load_data_baseline(follower, work, run)
+    assert loaded == table["net_rows"], (loaded, table["net_rows"])
+    return {"wall": wall, "table": table, "run_merge_seconds": summary["seconds"], "load_seconds": load_seconds}
+
+
+def median_run(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda r: r["table"]["seconds"])[len(runs) // 2]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="change rows in the batch")
+    parser.add_argument("--repeat", type=int, default=1, help="merges (each into a fresh follower); the median is reported")
     parser.add_argument("--driver-memory", default="1g")
+    parser.add_argument("--driver-java-options", default="",
+                        help="e.g. -XX:TieredStopAtLevel=1 (C1 only: less JIT warm-up on few cores)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, batch, logs)")
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="bench-merge-"))
@@ -135,13 +174,6 @@ def main() -> int:
         follower_settings = MySQLSettings(**follower.create_user("bench_writer", "bench_pw", ["ALL PRIVILEGES ON *.*"]))
 
         start = position(leader_settings)
-        conn = follower.connect()
-        try:
-            ensure_checkpoint_table(conn)
-            write_checkpoint(conn, Checkpoint(PIPELINE, start))
-        finally:
-            conn.close()
-
         log(f"writing {args.rows} change rows on the leader ...")
         workload = leader_workload(leader, args.rows)
         end = position(leader_settings)
@@ -154,45 +186,52 @@ def main() -> int:
         capture_seconds = time.monotonic() - started
         assert batch.row_count == args.rows, (batch.row_count, args.rows)
 
-        log("merging with spark-submit ...")
         manifest_uri = f"{store_uri}/{batch.prefix}/{MANIFEST_NAME}"
-        wall, summary = run_spark_submit(manifest_uri, JobSecrets(follower_settings), work, args.driver_memory)
-        (table,) = [t for t in summary["tables"] if t["table"] == f"{DB}.{TABLE}"]
-        merge_seconds = table["seconds"]
-
-        log("LOAD DATA baseline ...")
-        loaded, load_seconds = load_data_baseline(follower, work)
-        assert loaded == table["net_rows"], (loaded, table["net_rows"])
+        runs = [measure(args, follower, JobSecrets(follower_settings), manifest_uri, start, work, i)
+                for i in range(args.repeat)]
+        run = median_run(runs)
+        table, merge_seconds, load_seconds = run["table"], run["table"]["seconds"], sorted(
+            r["load_seconds"] for r in runs)[len(runs) // 2]
+        net_rows = table["net_rows"]
 
         result = {
             "change_rows": args.rows,
+            "repeat": args.repeat,
+            "driver_java_options": args.driver_java_options,
             "workload": workload,
-            "net_rows": table["net_rows"],
+            "net_rows": net_rows,
             "capture_seconds": round(capture_seconds, 2),
             "capture_rows_per_s": round(args.rows / capture_seconds),
             "merge_seconds": round(merge_seconds, 2),
             "merge_stage_seconds": round(table["stage_seconds"], 2),  # read, net, load into staging
             "merge_apply_seconds": round(table["apply_seconds"], 2),  # the follower transaction
+            # the same rows LOAD DATA writes: the headline figure compares these
+            "merge_rows_per_s": round(net_rows / merge_seconds),
             "merge_change_rows_per_s": round(args.rows / merge_seconds),
-            "merge_net_rows_per_s": round(table["net_rows"] / merge_seconds),
-            "run_merge_seconds": summary["seconds"],
-            "spark_submit_wall_seconds": round(wall, 2),
+            "run_merge_seconds": run["run_merge_seconds"],
+            "spark_submit_wall_seconds": round(run["wall"], 2),
             "load_data_seconds": round(load_seconds, 2),
-            "load_data_rows_per_s": round(loaded / load_seconds),
+            "load_data_rows_per_s": round(net_rows / load_seconds),
+            "merge_seconds_all_runs": [round(r["table"]["seconds"], 2) for r in runs],
         }
-        result["ratio_merge_to_load_data"] = round(result["merge_net_rows_per_s"] / result["load_data_rows_per_s"], 3)
+        result["merge_vs_load_data"] = round(result["merge_rows_per_s"] / result["load_data_rows_per_s"], 3)
         print(f"capture:      {result['capture_rows_per_s']:>9,} change rows/s ({capture_seconds:.1f} s)")
-        print(f"merge:        {result['merge_net_rows_per_s']:>9,} net rows/s, "
+        print(f"merge:        {result['merge_rows_per_s']:>9,} net rows/s, "
               f"{result['merge_change_rows_per_s']:,} change rows/s ({merge_seconds:.1f} s in the job: "
-              f"read+net+stage {table['stage_seconds']:.1f} s, apply {table['apply_seconds']:.1f} s)")
-        print(f"spark-submit: {wall:.1f} s wall (JVM, Spark and Python start included)")
-        print(f"LOAD DATA:    {result['load_data_rows_per_s']:>9,} rows/s ({load_seconds:.1f} s, {loaded:,} rows)")
-        print(f"ratio merge/LOAD DATA: {result['ratio_merge_to_load_data']} (target >= 0.6)")
+              f"read+net+stage {table['stage_seconds']:.1f} s, apply {table['apply_seconds']:.1f} s; "
+              f"median of {args.repeat})")
+        print(f"spark-submit: {run['wall']:.1f} s wall (JVM, Spark and Python start included)")
+        print(f"LOAD DATA:    {result['load_data_rows_per_s']:>9,} rows/s ({load_seconds:.1f} s, {net_rows:,} rows)")
+        print(f"ratio merge/LOAD DATA: {result['merge_vs_load_data']} (target >= 0.6)")
         print(json.dumps(result, sort_keys=True))
         return 0
     finally:
         follower.stop()
         leader.stop()
+        if args.keep:
+            log(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)  # datadirs and binlogs: hundreds of MB per run
 
 
 if __name__ == "__main__":
