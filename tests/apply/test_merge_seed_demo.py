@@ -1,28 +1,14 @@
 """The seed demo (flvDb.pet, a table without a key) end to end: real leader -> batch on the real
 S3 endpoint -> spark-submit merge -> follower equals leader."""
 
+from demo_workload import seed_statements
 from merge_helpers import assert_same_database, job_output, spark_submit
-
-
-def seed_workload(db: str) -> list[str]:
-    return [
-        f"CREATE DATABASE {db}",
-        f"USE {db}",
-        "CREATE TABLE pet (name VARCHAR(20), owner VARCHAR(20), species VARCHAR(20), sex CHAR(1), birth DATE)",
-        "INSERT INTO pet VALUES ('Puffball','Diane','hamster','f','1999-03-30')",
-        "INSERT INTO pet VALUES ('Jack','Peter','dog','m','1999-03-30')",
-        "UPDATE pet SET birth = '1989-08-31' WHERE name = 'Jack'",
-        "ALTER TABLE pet ADD COLUMN last_vaccine DATE",
-        "DELETE from pet where name='Puffball'",
-        "INSERT INTO pet VALUES ('Spot', 'Jane', 'dog', 'm', '2010-11-2', Null)",
-        "UPDATE pet SET last_vaccine='2020-6-10' WHERE name='Spot'",
-    ]
 
 
 def test_seed_demo_through_s3_and_spark_submit(make_pipeline, s3_bucket, leader, follower, tmp_path):
     pipeline = make_pipeline(s3_bucket)
     db = pipeline.database
-    batch = pipeline.capture(seed_workload(db))
+    batch = pipeline.capture(seed_statements(db))
     assert pipeline.manifest_uri(batch).startswith("s3://")
 
     result = spark_submit(pipeline, batch, tmp_path / "job")

@@ -2,25 +2,12 @@
 
 import datetime as dt
 
+from demo_workload import seed_statements  # the demo's own workload: what the demo shows is tested
+
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.contracts import ChangeBatch, DdlSegment, DdlTarget, RowSegment
 
 PET_COLUMNS = ["name", "owner", "species", "sex", "birth"]
-
-
-def seed_statements(db: str) -> list[str]:
-    return [
-        f"CREATE DATABASE {db}",
-        f"USE {db}",
-        "CREATE TABLE pet (name VARCHAR(20), owner VARCHAR(20), species VARCHAR(20), sex CHAR(1), birth DATE)",
-        "INSERT INTO pet VALUES ('Puffball','Diane','hamster','f','1999-03-30')",
-        "INSERT INTO pet VALUES ('Jack','Peter','dog','m','1999-03-30')",
-        "UPDATE pet SET birth = '1989-08-31' WHERE name = 'Jack'",
-        "ALTER TABLE pet ADD COLUMN last_vaccine DATE",
-        "DELETE from pet where name='Puffball'",
-        "INSERT INTO pet VALUES ('Spot', 'Jane', 'dog', 'm', '2010-11-2', Null)",
-        "UPDATE pet SET last_vaccine='2020-6-10' WHERE name='Spot'",
-    ]
 
 
 def _image(row, columns):
