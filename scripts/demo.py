@@ -121,13 +121,7 @@ class Demo:
     # -- the demo -------------------------------------------------------------------------------
 
     def run_on_leader(self, statements: list[str]) -> None:
-        conn = self.leader.connect()
-        try:
-            with conn.cursor() as cur:
-                for statement in statements:
-                    cur.execute(statement)
-        finally:
-            conn.close()
+        self.leader.run_sql(statements)
 
     def dag_run(self, why: str) -> dict[str, str]:
         self.runs += 1

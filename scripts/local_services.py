@@ -43,7 +43,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import pymysql
 
@@ -455,6 +455,16 @@ class MariaDBServer:
         if user is None:
             user, password = self.root_user, self.root_password
         return {"host": self.host, "port": self.port, "user": user, "password": password or ""}
+
+    def run_sql(self, statements: Iterable[str], database: str | None = None) -> None:
+        """Execute ``statements`` in order on one root connection (autocommit)."""
+        conn = self.connect(database=database)
+        try:
+            with conn.cursor() as cur:
+                for statement in statements:
+                    cur.execute(statement)
+        finally:
+            conn.close()
 
     def connect(
         self,

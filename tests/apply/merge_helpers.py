@@ -32,16 +32,6 @@ def leader_position(settings: MySQLSettings) -> BinlogPosition:
         return leader.current_position()
 
 
-def run_sql(server, statements: Iterable[str], database: str | None = None) -> None:
-    conn = server.connect(database=database)
-    try:
-        with conn.cursor() as cur:
-            for statement in statements:
-                cur.execute(statement)
-    finally:
-        conn.close()
-
-
 @dataclass
 class Pipeline:
     """One test's pipeline: its own name, leader database, storage root and checkpoint."""
@@ -82,7 +72,7 @@ class Pipeline:
         if callable(workload):
             workload()
         else:
-            run_sql(self.leader, workload, database)
+            self.leader.run_sql(workload, database)
         return self.extract(self.position, leader_position(self.leader_settings))
 
     def extract(self, start: BinlogPosition, end: BinlogPosition) -> ChangeBatch:

@@ -4,7 +4,7 @@ error naming the positions, and an impossible merge leaves the follower untouche
 import pytest
 
 from merge_helpers import (
-    assert_same_database, error_line, job_output, leader_position, run_sql, snapshot, spark_submit,
+    assert_same_database, error_line, job_output, leader_position, snapshot, spark_submit,
 )
 from mysql_cdc.apply.errors import CheckpointError, FollowerDivergedError, FollowerSchemaError, MergeError
 from mysql_cdc.contracts import RowSegment
@@ -81,7 +81,7 @@ def test_overlapping_batch_applies_only_what_follows_the_checkpoint(make_pipelin
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
     second = pipeline.capture(more_rows(db))
     run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
-    run_sql(leader, more_rows(db, 1))
+    leader.run_sql(more_rows(db, 1))
     # re-extracted from an older start: the checkpoint falls inside its row segment, whose rows
     # before the checkpoint must not be applied twice (the keyless table would show doubles)
     overlapping = pipeline.extract(first.end, leader_position(pipeline.leader_settings))
@@ -110,7 +110,7 @@ def test_batch_ending_with_uncaptured_transactions_moves_the_checkpoint_to_its_e
 def test_missing_checkpoint_is_a_clear_error(make_pipeline, follower, spark):
     pipeline = make_pipeline()
     batch = pipeline.capture(setup_statements(pipeline.database))
-    run_sql(follower, [f"DELETE FROM _mysql_cdc.checkpoint WHERE pipeline = '{pipeline.name}'"])
+    follower.run_sql([f"DELETE FROM _mysql_cdc.checkpoint WHERE pipeline = '{pipeline.name}'"])
     with pytest.raises(CheckpointError, match=f"no checkpoint for pipeline '{pipeline.name}'"):
         run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
 
@@ -126,7 +126,7 @@ def test_missing_manifest_is_a_clear_error(make_pipeline, spark):
 def test_missing_follower_table_names_it_and_the_fix(make_pipeline, leader, spark, unique_name):
     pipeline = make_pipeline()
     db = pipeline.database
-    run_sql(leader, [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.orders (id INT PRIMARY KEY)"])
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.orders (id INT PRIMARY KEY)"])
     pipeline.start()  # the pipeline begins after the CREATE: the follower was never seeded
     batch = pipeline.capture([f"INSERT INTO {db}.orders VALUES (1)"])
     with pytest.raises(FollowerSchemaError, match=rf"`{db}`.`orders` does not exist: seed it"):
@@ -139,7 +139,7 @@ def test_follower_columns_that_differ_are_a_clear_error(make_pipeline, follower,
     db = pipeline.database
     first = pipeline.capture(setup_statements(db))
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
-    run_sql(follower, [f"ALTER TABLE {db}.kv ADD COLUMN local_note TEXT, MODIFY v TEXT"])
+    follower.run_sql([f"ALTER TABLE {db}.kv ADD COLUMN local_note TEXT, MODIFY v TEXT"])
     second = pipeline.capture(more_rows(db))
     before = follower_state(pipeline)
     with pytest.raises(FollowerSchemaError, match=f"columns of `{db}`.`kv` in batch differ") as error:
@@ -154,7 +154,7 @@ def test_keyed_row_missing_on_the_follower_is_detected_and_rolled_back(make_pipe
     db = pipeline.database
     first = pipeline.capture(setup_statements(db))
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
-    run_sql(follower, [f"DELETE FROM {db}.kv WHERE id = 2"])  # written outside the pipeline
+    follower.run_sql([f"DELETE FROM {db}.kv WHERE id = 2"])  # written outside the pipeline
     second = pipeline.capture([f"INSERT INTO {db}.bag VALUES (7, 'z')", f"UPDATE {db}.kv SET v = 'dos' WHERE id = 2"])
     before = follower_state(pipeline)
     with pytest.raises(FollowerDivergedError, match="re-seed"):
@@ -167,7 +167,7 @@ def test_keyless_copies_missing_on_the_follower_are_detected(make_pipeline, foll
     db = pipeline.database
     first = pipeline.capture(setup_statements(db))
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
-    run_sql(follower, [f"DELETE FROM {db}.bag LIMIT 1"])  # one of the two (1, 'x') rows
+    follower.run_sql([f"DELETE FROM {db}.bag LIMIT 1"])  # one of the two (1, 'x') rows
     second = pipeline.capture([f"DELETE FROM {db}.bag WHERE a = 1"])
     before = follower_state(pipeline)
     with pytest.raises(FollowerDivergedError, match="found 1 rows where the leader's changes imply 2"):

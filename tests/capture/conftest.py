@@ -25,16 +25,6 @@ def leader_position(settings: MySQLSettings):
         return leader.current_position()
 
 
-def run_sql(server, statements, database: str | None = None) -> None:
-    conn = server.connect(database=database)
-    try:
-        with conn.cursor() as cur:
-            for stmt in statements:
-                cur.execute(stmt)
-    finally:
-        conn.close()
-
-
 @dataclass
 class Captured:
     batch: ChangeBatch
@@ -60,7 +50,7 @@ def capture(leader, leader_settings, tmp_path):
     def run(statements, database=None, table_filter=TableFilter(), store=None, pipeline="p", **kw):
         store = store or open_store(f"file://{tmp_path}/store")
         start = leader_position(leader_settings)
-        run_sql(leader, statements, database)
+        leader.run_sql(statements, database)
         end = leader_position(leader_settings)
         batch = extract_range(leader_settings, store, pipeline, PositionRange(start, end), table_filter, **kw)
         return Captured(batch, store)

@@ -8,7 +8,7 @@ from mysql_cdc.contracts import BinlogPosition, InvalidPosition, PositionRange
 from mysql_cdc.settings import MySQLSettings
 from mysql_cdc.storage import open_store
 
-from .conftest import leader_position, run_sql
+from .conftest import leader_position
 
 
 @pytest.fixture
@@ -31,12 +31,12 @@ def test_binlog_disabled(follower_user, store):
     [("binlog_format", "STATEMENT"), ("binlog_row_image", "MINIMAL"), ("binlog_row_metadata", "MINIMAL")],
 )
 def test_binlog_settings_must_be_row_full_full(leader, leader_settings, variable, bad_value):
-    run_sql(leader, [f"SET GLOBAL {variable} = '{bad_value}'"])
+    leader.run_sql([f"SET GLOBAL {variable} = '{bad_value}'"])
     try:
         with pytest.raises(PreflightError, match=rf"leader {variable} is {bad_value}, mysql-cdc needs (ROW|FULL)"):
             Leader(leader_settings).check_settings()
     finally:
-        run_sql(leader, [f"SET GLOBAL {variable} = '{'ROW' if variable == 'binlog_format' else 'FULL'}'"])
+        leader.run_sql([f"SET GLOBAL {variable} = '{'ROW' if variable == 'binlog_format' else 'FULL'}'"])
 
 
 def test_missing_replication_privileges(leader, unique_name):
@@ -50,9 +50,9 @@ def test_missing_replication_privileges(leader, unique_name):
 
 def test_purged_start_names_earliest_position_and_recovery(leader, leader_settings, store, unique_name):
     old = leader_position(leader_settings)
-    run_sql(leader, [f"CREATE DATABASE {unique_name}", "FLUSH BINARY LOGS"])
+    leader.run_sql([f"CREATE DATABASE {unique_name}", "FLUSH BINARY LOGS"])
     current = leader_position(leader_settings)
-    run_sql(leader, [f"PURGE BINARY LOGS TO '{current.file}'"])
+    leader.run_sql([f"PURGE BINARY LOGS TO '{current.file}'"])
     with pytest.raises(PreflightError) as err:
         _extract(leader_settings, store, old, current)
     message = str(err.value)
@@ -73,9 +73,9 @@ def test_end_before_start_and_end_past_leader(leader_settings, store):
 
 def test_positions_inside_a_transaction_are_refused(leader, leader_settings, store, unique_name):
     db = unique_name
-    run_sql(leader, [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)"])
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)"])
     start = leader_position(leader_settings)
-    run_sql(leader, [f"INSERT INTO {db}.t VALUES (1), (2)"])
+    leader.run_sql([f"INSERT INTO {db}.t VALUES (1), (2)"])
     end = leader_position(leader_settings)
     batch = _extract(leader_settings, store, start, end)
     inside = BinlogPosition(start.file, _rows_event_pos(store, batch))  # the rows event, mid-transaction
@@ -96,9 +96,9 @@ def _rows_event_pos(store, batch) -> int:
 
 def test_statement_format_dml_is_an_error_not_a_silent_skip(leader, leader_settings, store, unique_name):
     db = unique_name
-    run_sql(leader, [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)"])
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)"])
     start = leader_position(leader_settings)
-    run_sql(leader, ["SET SESSION binlog_format = 'STATEMENT'", f"INSERT INTO {db}.t VALUES (1)"])
+    leader.run_sql(["SET SESSION binlog_format = 'STATEMENT'", f"INSERT INTO {db}.t VALUES (1)"])
     with pytest.raises(CaptureError, match=r"statement-format DML at .* binlog_format=STATEMENT or MIXED"):
         _extract(leader_settings, store, start, leader_position(leader_settings))
 

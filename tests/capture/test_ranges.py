@@ -10,7 +10,7 @@ from mysql_cdc.capture.writer import WriterLimits
 from mysql_cdc.contracts import BinlogPosition, PositionRange, RowSegment
 from mysql_cdc.storage import list_batches, open_store, read_batch
 
-from .conftest import leader_position, run_sql
+from .conftest import leader_position
 
 
 def test_range_across_rotation_and_a_20k_row_transaction(leader, leader_settings, capture, unique_name):
@@ -62,7 +62,7 @@ def test_same_range_twice_gives_identical_batch_and_missing_manifest_is_ignored(
     db = unique_name
     store = open_store(f"file://{tmp_path}/store")
     start = leader_position(leader_settings)
-    run_sql(leader, [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v JSON)",
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v JSON)",
                      f"INSERT INTO {db}.t VALUES (1, '[1]'), (2, NULL)", f"UPDATE {db}.t SET v = '{{}}'"])
     end = leader_position(leader_settings)
     range_ = PositionRange(start, end)
@@ -92,7 +92,7 @@ def test_extract_to_s3_endpoint(leader, leader_settings, s3_bucket, unique_name)
     )
     store = open_store(f"s3://{s3_bucket['bucket']}/cdc/root", s3_client=client)
     start = leader_position(leader_settings)
-    run_sql(leader, [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id BIGINT UNSIGNED PRIMARY KEY)",
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id BIGINT UNSIGNED PRIMARY KEY)",
                      f"INSERT INTO {db}.t VALUES (18446744073709551615)"])
     batch = extract_range(leader_settings, store, "pipe", PositionRange(start, leader_position(leader_settings)))
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket["bucket"])["Contents"]]
@@ -109,7 +109,7 @@ def test_cli_extracts_a_range_by_hand(leader, leader_user, leader_settings, uniq
 
     db = unique_name
     start = leader_position(leader_settings)
-    run_sql(leader, [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)", f"INSERT INTO {db}.t VALUES (1)"])
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)", f"INSERT INTO {db}.t VALUES (1)"])
     monkeypatch.setenv("MYSQL_CDC_LEADER_PASSWORD", leader_user["password"])
     common = ["--host", leader_user["host"], "--port", str(leader_user["port"]), "--user", leader_user["user"]]
     code = cli.main(["extract", *common, "--pipeline", "hand", "--storage-uri", f"file://{tmp_path}/s",
@@ -127,7 +127,7 @@ def test_create_table_select_and_non_transactional_tables(leader, leader_setting
     """CREATE TABLE … SELECT logs its DDL and its rows in ONE transaction (GTID without
     FL_STANDALONE, then XID); MyISAM writes end with a COMMIT query instead of an XID."""
     db = unique_name
-    run_sql(leader, [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.a (id INT PRIMARY KEY)",
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.a (id INT PRIMARY KEY)",
                      f"INSERT INTO {db}.a VALUES (1), (2)"])
     captured = capture([
         f"CREATE TABLE {db}.b AS SELECT * FROM {db}.a",

@@ -47,13 +47,7 @@ class Scenario:
             return leader.current_position()
 
     def run_on_leader(self, statements: list[str]) -> BinlogPosition:
-        conn = self.leader.connect()
-        try:
-            with conn.cursor() as cur:
-                for statement in statements:
-                    cur.execute(statement)
-        finally:
-            conn.close()
+        self.leader.run_sql(statements)
         return self.position()
 
     def checkpoint(self, pipeline: str) -> tuple | None:
