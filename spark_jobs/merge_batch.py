@@ -44,13 +44,13 @@ from mysql_cdc.apply.follower import Follower, FollowerColumn, StagedTable
 from mysql_cdc.apply.reader import change_schema, read_plan, read_units
 from mysql_cdc.apply.replay import plan_replay
 from mysql_cdc.apply.staging import (
-    COUNT, OP, PARTITION, RESULT_SCHEMA, StagePlan, load_partition, staging_prefix, staging_segment_prefix,
-    staging_table_prefix,
+    COUNT, OP, PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, scratch_prefix, scratch_segment_prefix,
+    staging_prefix, staging_segment_prefix, staging_table_prefix,
 )
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, RowSegment, TableChanges
 from mysql_cdc.contracts import change_row as cr
 from mysql_cdc.settings import JobSecrets
-from mysql_cdc.storage import S3Settings, open_store, read_batch, split_manifest_uri
+from mysql_cdc.storage import ObjectStore, S3Settings, open_store, read_batch, split_manifest_uri
 
 log = logging.getLogger("mysql_cdc.merge")
 
@@ -210,10 +210,11 @@ def net_changes(changes: DataFrame, table: TableChanges) -> DataFrame:
 
 
 def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
-    """Load the net rows into the follower's staging tables from the executors, in parallel;
-    returns one result per staging table (name and per-op counts)."""
+    """Prepare the net rows for the follower transaction from the executors, in parallel: each
+    partition's removals into a staging table, its final rows into a load file; returns one
+    result per non-empty partition (staging table, load file, per-op counts)."""
     tagged = net.withColumn(PARTITION, F.spark_partition_id())
-    results = tagged.mapInArrow(partial(load_partition, plan), _spark_schema(RESULT_SCHEMA)).collect()
+    results = tagged.mapInArrow(partial(prepare_partitions, plan), _spark_schema(RESULT_SCHEMA)).collect()
     return [r.asDict() for r in results]
 
 
@@ -265,9 +266,33 @@ class _Context:
     spark: Callable[[], SparkSession]
     secrets: JobSecrets
     store_root: str
+    store: ObjectStore
     batch: ChangeBatch
     follower: Follower
     summary: MergeSummary
+
+
+def _stage_plan(ctx: _Context, segment: RowSegment, index: int, table: TableChanges,
+                columns: tuple[FollowerColumn, ...]) -> StagePlan:
+    # (batch column, follower column) pairs; a keyed table's deletes need only its key, a keyless
+    # row is named by all its values. Batch names address the Arrow data, follower columns give
+    # the staging DDL (names compare case-insensitively in MySQL).
+    pairs = list(zip(table.columns, columns))
+    keys = {k.lower() for k in table.key_columns}
+    removal = [p for p in pairs if p[0].name.lower() in keys] if keys else pairs
+    return StagePlan(
+        follower=ctx.secrets.follower,
+        store_uri=ctx.store_root,
+        s3=ctx.secrets.s3,
+        table_prefix=staging_table_prefix(ctx.batch.pipeline, segment.index, index),
+        scratch_dir=f"{scratch_segment_prefix(ctx.batch.pipeline, segment.index)}{index:03d}",
+        keyed=bool(keys),
+        columns=tuple(c.name for c in table.columns),
+        mysql_types=tuple(c.mysql_type for c in table.columns),
+        insert_columns=tuple(c.name for c, f in pairs if not f.generated),
+        removal_columns=tuple(c.name for c, _ in removal),
+        removal_ddl=tuple(f.staging_ddl() for _, f in removal),
+    )
 
 
 def _stage_table(ctx: _Context, segment: RowSegment, index: int, table: TableChanges,
@@ -276,17 +301,16 @@ def _stage_table(ctx: _Context, segment: RowSegment, index: int, table: TableCha
     spark = ctx.spark()
     changes = read_changes(spark, ctx.store_root, ctx.secrets.s3, ctx.batch.prefix, table)
     net = net_changes(after_checkpoint(changes, checkpoint.position), table)
-    plan = StagePlan(
-        follower=ctx.secrets.follower,
-        table_prefix=staging_table_prefix(ctx.batch.pipeline, segment.index, index),
-        columns=tuple(c.name for c in table.columns),
-        mysql_types=tuple(c.mysql_type for c in table.columns),
-        column_ddl=tuple(c.staging_ddl() for c in columns),
-    )
+    plan = _stage_plan(ctx, segment, index, table, columns)
     staged = StagedTable(table, columns, tuple(stage(net, plan)))
     report.net_rows = staged.total("rows")
     report.stage_seconds = time.monotonic() - started
     return staged
+
+
+def _drop_prepared(ctx: _Context, segment: RowSegment) -> None:
+    ctx.follower.drop_staging(staging_segment_prefix(ctx.batch.pipeline, segment.index))
+    ctx.store.delete_prefix(scratch_segment_prefix(ctx.batch.pipeline, segment.index))
 
 
 def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint) -> Checkpoint:
@@ -314,15 +338,16 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
             ctx.batch.batch_id,
         )
         started = time.monotonic()
-        applied = ctx.follower.apply_rows(checkpoint, [s for s in staged if s.stages], done)
+        applied = ctx.follower.apply_rows(checkpoint, [s for s in staged if s.stages], ctx.store, done)
         commit_seconds = time.monotonic() - started - sum(seconds for _, seconds in applied.values())
     except BaseException:
         try:
-            ctx.follower.drop_staging(staging_segment_prefix(ctx.batch.pipeline, segment.index))
+            _drop_prepared(ctx, segment)
         except Exception:  # noqa: BLE001 - the next attempt drops them; keep the real error
-            log.warning("could not drop the staging tables of segment %d", segment.index, exc_info=True)
+            log.warning("could not drop the staging tables and load files of segment %d", segment.index,
+                        exc_info=True)
         raise
-    ctx.follower.drop_staging(staging_segment_prefix(ctx.batch.pipeline, segment.index))
+    _drop_prepared(ctx, segment)
     for report in reports:
         report.rows_written, report.apply_seconds = applied.get(report.table, (0, 0.0))
         log.info(
@@ -344,7 +369,8 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> M
     started = time.monotonic()
     get_spark = (lambda: spark) if isinstance(spark, SparkSession) else spark
     root, prefix = split_manifest_uri(manifest_uri)
-    batch = read_batch(open_store(root, secrets.s3), prefix)
+    store = open_store(root, secrets.s3)
+    batch = read_batch(store, prefix)
     if batch is None:
         raise MergeError(
             f"no batch at {manifest_uri}: its manifest.json does not exist (the extraction did not "
@@ -358,8 +384,10 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> M
             log.info("batch %s ends at %s, at or before the checkpoint %s: nothing to do",
                      batch.batch_id, batch.end, checkpoint.position)
             return summary
-        ctx = _Context(get_spark, secrets, root, batch, follower, summary)
-        follower.drop_staging(staging_prefix(batch.pipeline))  # leftovers of a crashed attempt
+        ctx = _Context(get_spark, secrets, root, store, batch, follower, summary)
+        # leftovers of a crashed attempt
+        follower.drop_staging(staging_prefix(batch.pipeline))
+        store.delete_prefix(scratch_prefix(batch.pipeline))
         for segment in plan.segments:
             if isinstance(segment, DdlSegment):
                 log.info("replaying DDL at %s: %s", segment.start, segment.statement[:200])

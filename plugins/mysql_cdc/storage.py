@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import ContextManager, Iterator, Protocol
 from urllib.parse import urlparse
 
 from .contracts import MANIFEST_NAME, ChangeBatch, batch_prefix, batches_prefix
@@ -55,6 +56,7 @@ class ObjectStore(Protocol):
     def list_keys(self, prefix: str) -> list[str]: ...
     def delete_prefix(self, prefix: str) -> None: ...
     def uri_of(self, key: str) -> str: ...
+    def local_copy(self, key: str) -> ContextManager[str]: ...
 
 
 class LocalStore:
@@ -116,6 +118,14 @@ class LocalStore:
     def uri_of(self, key: str) -> str:
         return f"{self.uri}/{key}"
 
+    @contextmanager
+    def local_copy(self, key: str) -> Iterator[str]:
+        """A local path holding the object: the file itself, no copy."""
+        path = self._path(key)
+        if not path.is_file():
+            raise StorageError(f"{self.uri_of(key)} does not exist")
+        yield str(path)
+
 
 class S3Store:
     def __init__(self, bucket: str, prefix: str, client):
@@ -164,6 +174,17 @@ class S3Store:
 
     def uri_of(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
+
+    @contextmanager
+    def local_copy(self, key: str) -> Iterator[str]:
+        """A local path holding the object: downloaded to a temp file, removed on exit."""
+        fd, path = tempfile.mkstemp(prefix="mysql-cdc-", suffix=".part")
+        os.close(fd)
+        try:
+            self.client.download_file(self.bucket, self._key(key), path)
+            yield path
+        finally:
+            os.unlink(path)
 
 
 def open_store(uri: str, s3: S3Settings | None = None, s3_client=None) -> ObjectStore:

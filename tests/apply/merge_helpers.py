@@ -93,6 +93,12 @@ class Pipeline:
         finally:
             conn.close()
 
+    def scratch_files(self) -> list[str]:
+        """The merge job's load files left in the batch store (a finished merge leaves none)."""
+        from mysql_cdc.apply.staging import scratch_prefix
+
+        return self.store.list_keys(scratch_prefix(self.name))
+
     def staging_tables(self) -> list[str]:
         from mysql_cdc.apply.staging import staging_prefix
 

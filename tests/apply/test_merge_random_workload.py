@@ -37,4 +37,4 @@ def test_random_workload_batch_after_batch(make_pipeline, leader, follower, spar
     assert totals["rollbacks"] and totals["failed_statements"], totals
     assert workload.ddl_done == {"add", "drop_column", "modify", "rename", "create", "drop_table", "truncate"}
     assert saw_duplicate_rows
-    assert pipeline.staging_tables() == []
+    assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []

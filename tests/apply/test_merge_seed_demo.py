@@ -20,4 +20,4 @@ def test_seed_demo_through_s3_and_spark_submit(make_pipeline, s3_bucket, leader,
     assert checkpoint.pending_ddl_pos is None
     log = job_output(result)
     assert "merged " in log and "rows/s" in log  # the per-table report
-    assert pipeline.staging_tables() == []
+    assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []

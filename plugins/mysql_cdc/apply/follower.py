@@ -24,12 +24,13 @@ import pymysql
 from ..contracts import CHECKPOINT_SCHEMA, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, TableChanges
 from ..contracts import read_checkpoint, write_checkpoint
 from ..settings import MySQLSettings
+from ..storage import ObjectStore
 from .connection import connect
 from .encoding import quote_ident
 from .errors import CheckpointError, FollowerDivergedError, FollowerSchemaError, MergeError
 from .faults import crash_point
 from .replay import require_checkpoint
-from .staging import COUNT, OP, RESERVED_PREFIX, ROW, qualified_staging
+from .staging import COUNT, RESERVED_PREFIX, ROW, StagingError, check_load_warnings, load_data, qualified_staging
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +83,11 @@ class FollowerColumn:
 
 @dataclass(frozen=True)
 class StagedTable:
-    """One table's net rows of a row segment, loaded into per-partition staging tables."""
+    """One table's net rows of a row segment, prepared per Spark partition (staging.py)."""
 
     changes: TableChanges
     columns: tuple[FollowerColumn, ...]  # the follower's columns, in the batch's order
-    stages: tuple[dict, ...]  # staging.RESULT_SCHEMA rows: stage name and per-op counts
+    stages: tuple[dict, ...]  # staging.RESULT_SCHEMA rows: staging table, load file, per-op counts
 
     def total(self, field: str) -> int:
         return sum(s[field] for s in self.stages)
@@ -98,7 +99,8 @@ class StagedTable:
 class Follower:
     def __init__(self, settings: MySQLSettings):
         self.settings = settings
-        self.conn = connect(settings)
+        # LOAD DATA LOCAL INFILE writes the batch's rows inside the segment transaction
+        self.conn = connect(settings, local_infile=True)
         with self.conn.cursor() as cur:
             # rows carry their AUTO_INCREMENT values: an id of 0 must stay 0, not draw a new one
             cur.execute("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_VALUE_ON_ZERO')")
@@ -231,16 +233,17 @@ class Follower:
 
     # -- row segments -------------------------------------------------------------------------
 
-    def apply_rows(self, expected: Checkpoint, tables: Sequence[StagedTable],
+    def apply_rows(self, expected: Checkpoint, tables: Sequence[StagedTable], store: ObjectStore,
                    done: Checkpoint) -> dict[str, tuple[int, float]]:
-        """Apply the staged tables of one row segment and move the checkpoint to ``done``, in one
-        transaction. Returns (rows written, seconds) per table."""
+        """Apply the prepared tables of one row segment (staging tables and load files, the latter
+        in ``store``) and move the checkpoint to ``done``, in one transaction. Returns (rows
+        written, seconds) per table."""
         applied = {}
         with self.locked(expected, crash_before_commit=True) as cur:
             for staged in tables:
                 started = time.monotonic()
                 apply = _apply_keyed if staged.changes.key_columns else _apply_keyless
-                written = apply(cur, staged)
+                written = apply(cur, store, staged)
                 applied[staged.changes.qualified_name] = (written, time.monotonic() - started)
             write_checkpoint(self.conn, done)
         return applied
@@ -317,29 +320,30 @@ class Follower:
 
 # -- set-based apply ----------------------------------------------------------------------------
 
-
-def _insert_columns(staged: StagedTable) -> str:
-    # generated columns compute themselves; the follower refuses values for them
-    return ", ".join(quote_ident(c.name) for c in staged.columns if not c.generated)
+_ER_DUP_ENTRY = 1062
 
 
-def _insert_staged(cur, staged: StagedTable, ops: str) -> int:
+def _load_rows(cur, store: ObjectStore, staged: StagedTable) -> int:
+    """LOAD DATA every load file of the table straight into it; returns the rows written."""
     target = qualified(staged.changes.database, staged.changes.table)
-    columns = _insert_columns(staged)
-    inserted = 0
+    loaded = 0
     for stage in staged.stages:
+        if not stage["load_file"]:
+            continue
+        with store.local_copy(stage["load_file"]) as path:
+            loaded += load_data(cur, path, target, stage["load_columns"])
         try:
-            inserted += cur.execute(
-                f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {qualified_staging(stage['stage'])} "
-                f"WHERE {OP} IN ({ops})"
-            )
-        except pymysql.err.IntegrityError as exc:
-            raise FollowerDivergedError(
-                f"{target}: inserting the batch's rows hit an existing key ({exc.args[-1]}): the follower "
-                "holds rows the leader did not have at the checkpoint (it was written outside the pipeline); "
-                "re-seed the table from the leader"
-            ) from None
-    return inserted
+            check_load_warnings(cur, target)
+        except StagingError as exc:
+            # LOAD DATA LOCAL skips a row whose key exists, with warning 1062, instead of failing
+            if f"(code {_ER_DUP_ENTRY})" in str(exc):
+                raise FollowerDivergedError(
+                    f"{target}: inserting the batch's rows hit an existing key ({exc}): the follower holds "
+                    "rows the leader did not have at the checkpoint (it was written outside the pipeline); "
+                    "re-seed the table from the leader"
+                ) from None
+            raise
+    return loaded
 
 
 def _diverged(staged: StagedTable, what: str, expected: int, got: int) -> FollowerDivergedError:
@@ -350,27 +354,25 @@ def _diverged(staged: StagedTable, what: str, expected: int, got: int) -> Follow
     )
 
 
-def _apply_keyed(cur, staged: StagedTable) -> int:
-    """Delete every staged key that existed before (U and D), then insert every final row (I and U).
-    All deletes first: an insert never meets a row the batch has moved away, so a key change or a
-    unique value passed between rows cannot collide mid-way."""
+def _apply_keyed(cur, store: ObjectStore, staged: StagedTable) -> int:
+    """Delete every staged key (the keys of U and D rows, which existed before), then load every
+    final row (I and U). All deletes first: a load never meets a row the batch has moved away, so
+    a key change or a unique value passed between rows cannot collide mid-way."""
     target = qualified(staged.changes.database, staged.changes.table)
     deleted = 0
     for stage in staged.stages:
-        if stage["upserts"] or stage["deletes"]:
+        if stage["stage"]:
             # fully qualified names, no aliases: MariaDB rejects an aliased multi-table DELETE with
             # "No database selected" when the session has no default schema
             source = qualified_staging(stage["stage"])
             on = " AND ".join(f"{target}.{quote_ident(k)} = {source}.{quote_ident(k)}"
                               for k in staged.changes.key_columns)
-            deleted += cur.execute(
-                f"DELETE {target} FROM {target} JOIN {source} ON {on} WHERE {source}.{OP} IN ('U', 'D')"
-            )
+            deleted += cur.execute(f"DELETE {target} FROM {target} JOIN {source} ON {on}")
     # U and D keys were on the leader at the checkpoint, so each must delete exactly one row
     expected_deleted = staged.total("upserts") + staged.total("deletes")
     if deleted != expected_deleted:
         raise _diverged(staged, "deleting the batch's changed keys found", expected_deleted, deleted)
-    inserted = _insert_staged(cur, staged, "'I', 'U'")
+    inserted = _load_rows(cur, store, staged)
     expected_inserted = staged.total("inserts") + staged.total("upserts")
     if inserted != expected_inserted:
         raise _diverged(staged, "inserting the batch's rows wrote", expected_inserted, inserted)
@@ -387,24 +389,24 @@ def _match_staged_row(column: FollowerColumn, stage: str, row: int) -> str:
     return f"{name} <=> " + value.format(name)
 
 
-def _apply_keyless(cur, staged: StagedTable) -> int:
-    """Remove ``n`` copies of every row whose count went down, then insert the staged copies of
-    every row whose count went up. A keyless table has no row identity, so a delete names the row
-    by all its values; the values come from the staging table inside the server, so they are
+def _apply_keyless(cur, store: ObjectStore, staged: StagedTable) -> int:
+    """Remove ``n`` copies of every staged row (rows whose count went down), then load the copies
+    of every row whose count went up. A keyless table has no row identity, so a delete names the
+    row by all its values; the values come from the staging table inside the server, so they are
     compared type for type (a FLOAT is never re-parsed from text)."""
     target = qualified(staged.changes.database, staged.changes.table)
     deleted = 0
     for stage in staged.stages:
-        if not stage["deletes"]:
+        if not stage["stage"]:
             continue
-        cur.execute(f"SELECT {ROW}, {COUNT} FROM {qualified_staging(stage['stage'])} WHERE {OP} = 'D'")
+        cur.execute(f"SELECT {ROW}, {COUNT} FROM {qualified_staging(stage['stage'])}")
         for row, copies in cur.fetchall():
             match = " AND ".join(_match_staged_row(c, stage["stage"], row) for c in staged.columns)
             removed = cur.execute(f"DELETE FROM {target} WHERE {match} LIMIT {int(copies)}")
             if removed != copies:
                 raise _diverged(staged, "removing a row the leader deleted found", copies, removed)
             deleted += removed
-    inserted = _insert_staged(cur, staged, "'I'")
+    inserted = _load_rows(cur, store, staged)
     if inserted != staged.total("inserts"):
         raise _diverged(staged, "inserting the batch's rows wrote", staged.total("inserts"), inserted)
     return deleted + inserted

@@ -1,19 +1,26 @@
-"""Executor side: load a partition of net rows into its own staging table in the follower.
+"""Executor side: prepare one Spark partition of net rows for the follower transaction.
 
-Every Spark partition gets its own table, ``_mysql_cdc.stg_<pipeline hash>_<segment>_<table>_<part>``,
-dropped and recreated by the task. That makes a retried or re-run task idempotent without any
-coordination, and lets all partitions load in parallel. The driver then applies the staged rows
-in one follower transaction (``follower.Follower.apply_rows``) and drops the tables.
+The follower transaction should write every row once, at ``LOAD DATA`` speed. So a partition's
+net rows are split in two:
 
-A staging table has the follower table's columns (same types, charsets and collations, so
-comparisons inside the follower behave exactly like on the target; none of its keys, all
-nullable) plus:
+- rows that remove something from the follower (keyed tables: the keys of ``U`` and ``D`` rows;
+  keyless tables: the ``D`` rows, all columns, with how many copies go) are loaded into the
+  partition's own *staging table* in the follower, ``_mysql_cdc.stg_<pipeline hash>_<segment>_
+  <table>_<part>``, dropped and recreated by the task; the transaction deletes by joining it.
+  Usually few rows, and no more than key columns for keyed tables.
+- rows that end up in the follower (keyed: ``I`` and ``U``; keyless: ``I``, one line per copy)
+  are encoded once, exactly (``encoding``), into a *load file* in the batch store under
+  ``<pipeline>/merge-scratch/``; the transaction ``LOAD DATA LOCAL INFILE``s it straight into the
+  target table.
 
-- ``__mcdc_op``: ``I`` insert (a key new to the follower / copies of a keyless row), ``U`` upsert
-  (delete the key, insert the row), ``D`` delete (the key / ``__mcdc_n`` copies of a keyless row);
-- ``__mcdc_n``: how many copies a keyless ``D`` removes;
-- ``__mcdc_row``: row number inside the partition, the primary key (appends stay sequential, and
-  the driver addresses single staged rows by it).
+Both are idempotent per task (same names, recreated/overwritten), so a retried or re-run task needs
+no coordination and all partitions prepare in parallel. The driver applies them in one follower
+transaction (``follower.Follower.apply_rows``), then drops the staging tables and load files.
+
+A staging table has the chosen columns of the follower table (same types, charsets and
+collations, so comparisons inside the follower behave exactly like on the target; no keys, all
+nullable) plus ``__mcdc_n`` (copies a keyless delete removes) and ``__mcdc_row`` (row number in
+the partition, the primary key: appends stay sequential, the driver addresses single rows by it).
 """
 
 from __future__ import annotations
@@ -33,19 +40,27 @@ from pymysql.converters import escape_string
 
 from ..contracts import CHECKPOINT_SCHEMA
 from ..settings import MySQLSettings
+from ..storage import S3Settings, open_store
 from .connection import connect
 from .encoding import LoadColumn, encode_rows, load_column, load_data_clause, quote_ident
 
 OP = "__mcdc_op"
 COUNT = "__mcdc_n"
 ROW = "__mcdc_row"
-PARTITION = "__mcdc_part"  # the Spark partition id, added by the job so the loader can name its table
+PARTITION = "__mcdc_part"  # the Spark partition id, added by the job so the task can name its outputs
 RESERVED_PREFIX = "__mcdc_"  # the merge job's working columns; no table column may start with it
 
 RESULT_SCHEMA = pa.schema([
-    ("stage", pa.string()), ("rows", pa.int64()), ("inserts", pa.int64()), ("upserts", pa.int64()),
-    ("deletes", pa.int64()),
+    ("stage", pa.string()),  # staging table of the partition's removals, or null
+    ("load_file", pa.string()),  # store key of the partition's load file, or null
+    ("load_columns", pa.string()),  # the LOAD DATA column list the file was written for
+    ("rows", pa.int64()), ("inserts", pa.int64()), ("upserts", pa.int64()), ("deletes", pa.int64()),
 ])
+
+# the LOAD DATA format of every file the merge job writes: the server's defaults, spelled out
+LOAD_FORMAT = (
+    "CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n'"
+)
 
 
 def staging_prefix(pipeline: str) -> str:
@@ -65,129 +80,180 @@ def staging_name(table_prefix: str, partition: int) -> str:
     return f"{table_prefix}_{partition:05d}"
 
 
+def scratch_prefix(pipeline: str) -> str:
+    """Where the merge job keeps its load files in the batch store (beside ``batches/``)."""
+    return f"{pipeline}/merge-scratch/"
+
+
+def scratch_segment_prefix(pipeline: str, segment_index: int) -> str:
+    return f"{scratch_prefix(pipeline)}{segment_index:05d}/"
+
+
 def qualified_staging(name: str) -> str:
     return f"{quote_ident(CHECKPOINT_SCHEMA)}.{quote_ident(name)}"
 
 
 @dataclass(frozen=True)
 class StagePlan:
-    """What a loading task needs; pickled into the Spark closure (MySQLSettings hides its password
-    from repr, so a logged plan shows no secret)."""
+    """What a task needs; pickled into the Spark closure (MySQLSettings and S3Settings hide their
+    secrets from repr, so a logged plan shows none)."""
 
     follower: MySQLSettings
-    table_prefix: str
+    store_uri: str  # the batch store: load files go under ``scratch_dir`` in it
+    s3: S3Settings | None
+    table_prefix: str  # staging tables are <table_prefix>_<partition>
+    scratch_dir: str  # load files are <scratch_dir>/part-<partition>.tsv
+    keyed: bool
     columns: tuple[str, ...]  # the table's columns, in the DataFrame's order
     mysql_types: tuple[str, ...]  # their MySQL types from the manifest (BIT and YEAR need them)
-    column_ddl: tuple[str, ...]  # staging column definitions, from the follower's own table
+    insert_columns: tuple[str, ...]  # the columns a load file carries (generated ones compute themselves)
+    removal_columns: tuple[str, ...]  # the columns a staging table carries (keys, or all of a keyless row)
+    removal_ddl: tuple[str, ...]  # their definitions, from the follower's own table
 
     def create_sql(self, name: str) -> str:
         body = ",\n  ".join([
-            *self.column_ddl,
-            f"{OP} CHAR(1) CHARACTER SET ascii NOT NULL",
+            *self.removal_ddl,
             f"{COUNT} BIGINT NOT NULL",
             f"{ROW} BIGINT NOT NULL",
             f"PRIMARY KEY ({ROW})",
         ])
         return f"CREATE TABLE {qualified_staging(name)} (\n  {body}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
 
+    def removes(self, ops: pa.Array) -> pa.Array:
+        """Which net rows take something out of the follower."""
+        return pc.is_in(ops, pa.array(["U", "D"] if self.keyed else ["D"]))
+
+    def adds(self, ops: pa.Array) -> pa.Array:
+        """Which net rows end up in the follower."""
+        return pc.is_in(ops, pa.array(["I", "U"] if self.keyed else ["I"]))
+
 
 class StagingError(RuntimeError):
     pass
 
 
-def _load_columns(plan: StagePlan, schema: pa.Schema) -> list[LoadColumn]:
-    columns = [load_column(n, schema.field(n).type, t) for n, t in zip(plan.columns, plan.mysql_types)]
-    return columns + [load_column(OP, pa.string(), "char"), load_column(COUNT, pa.int64(), "bigint"),
-                      load_column(ROW, pa.int64(), "bigint")]
+class _EncodedFile:
+    """A local temp file of LOAD DATA lines for some columns of the batches it is given."""
+
+    def __init__(self, plan: StagePlan, names: tuple[str, ...], extra: tuple[str, ...] = ()):
+        self.plan, self.names, self.extra = plan, names, extra
+        fd, self.path = tempfile.mkstemp(prefix="mysql-cdc-stage-", suffix=".tsv")
+        self.fh = os.fdopen(fd, "wb")
+        self.rows = 0
+        self.columns: list[LoadColumn] | None = None
+
+    def _load_columns(self, schema: pa.Schema) -> list[LoadColumn]:
+        by_name = dict(zip(self.plan.columns, self.plan.mysql_types))
+        columns = [load_column(n, schema.field(n).type, by_name[n]) for n in self.names]
+        return columns + [load_column(n, pa.int64(), "bigint") for n in self.extra]
+
+    def write(self, batch: pa.RecordBatch, extra_arrays: list[pa.Array] = ()) -> None:
+        if batch.num_rows == 0:
+            return
+        if self.columns is None:
+            self.columns = self._load_columns(batch.schema)
+        self.fh.write(encode_rows([batch.column(n) for n in self.names] + list(extra_arrays), self.columns))
+        self.rows += batch.num_rows
+
+    @property
+    def clause(self) -> str:
+        return load_data_clause(self.columns or [])
+
+    def close(self) -> None:
+        self.fh.close()
+
+    def remove(self) -> None:
+        self.fh.close()
+        os.unlink(self.path)
 
 
 def _count(ops: pa.Array, op: str) -> int:
     return int(pc.sum(pc.equal(ops, op)).as_py() or 0)
 
 
-def _write_file(fh, plan: StagePlan, batches) -> tuple[dict[str, int], list[LoadColumn] | None]:
-    """Encode every batch into the open file; returns the counts the driver verifies and the
-    columns' encodings (which give the LOAD DATA column list)."""
-    counts = dict(rows=0, inserts=0, upserts=0, deletes=0)
-    columns = None
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        if columns is None:
-            columns = _load_columns(plan, batch.schema)
-        ops = batch.column(OP)
-        row_numbers = pa.array(np.arange(counts["rows"], counts["rows"] + batch.num_rows, dtype=np.int64))
-        arrays = [batch.column(n) for n in plan.columns] + [ops, batch.column(COUNT), row_numbers]
-        fh.write(encode_rows(arrays, columns))
-        counts["rows"] += batch.num_rows
-        counts["inserts"] += _count(ops, "I")
-        counts["upserts"] += _count(ops, "U")
-        counts["deletes"] += _count(ops, "D")
-    return counts, columns
-
-
-def _check_warnings(cur, name: str) -> None:
-    # LOAD DATA LOCAL turns data errors into warnings (the server cannot stop the client's
-    # upload), so a value the table cannot hold would be silently altered. Refuse instead.
+def check_load_warnings(cur, what: str) -> None:
+    """LOAD DATA LOCAL turns data errors into warnings (the server cannot stop the client's
+    upload), so a value the table cannot hold would be silently altered, and a duplicate key
+    silently skipped. Refuse both."""
     cur.execute("SHOW WARNINGS LIMIT 3")
     warnings = cur.fetchall()
     if warnings:
         detail = "; ".join(f"{w[2]} (code {w[1]})" for w in warnings)
-        raise StagingError(f"loading staging table {name} changed values: {detail}")
+        raise StagingError(f"loading {what} changed values: {detail}")
 
 
 _LOCAL_INFILE_REFUSED = (1148, 3948, 2068)  # MariaDB, MySQL 8 server, client-side refusal
 
 
-def _load_data(cur, path: str, name: str, columns: list[LoadColumn]) -> int:
+def load_data(cur, path: str, table_sql: str, clause: str) -> int:
+    """``LOAD DATA LOCAL INFILE`` of a file this module wrote; returns the rows loaded."""
     # no query args: pymysql would %-format the SQL, and column names may hold '%'
-    sql = (
-        f"LOAD DATA LOCAL INFILE '{escape_string(path)}' INTO TABLE {qualified_staging(name)} "
-        "CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' "
-        + load_data_clause(columns)
-    )
+    sql = f"LOAD DATA LOCAL INFILE '{escape_string(path)}' INTO TABLE {table_sql} {LOAD_FORMAT} {clause}"
     try:
         return cur.execute(sql)
     except pymysql.err.OperationalError as exc:
         if exc.args[0] in _LOCAL_INFILE_REFUSED:
             raise StagingError(
-                f"the follower refuses LOAD DATA LOCAL INFILE ({exc.args[-1]}): the merge job stages rows "
+                f"the follower refuses LOAD DATA LOCAL INFILE ({exc.args[-1]}): the merge job writes rows "
                 "with it; enable it on the follower (SET GLOBAL local_infile = 1, and local_infile=1 in its config)"
             ) from None
         raise
 
 
-def load_into_staging(conn, plan: StagePlan, name: str, batches) -> dict[str, int] | None:
-    """Drop/create staging table ``name`` and LOAD DATA the batches into it; None if no rows."""
-    fd, path = tempfile.mkstemp(prefix="mysql-cdc-stage-", suffix=".tsv")
+def _stage_removals(conn, plan: StagePlan, name: str, removals: _EncodedFile) -> None:
+    removals.close()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {qualified_staging(name)}")
+        cur.execute(plan.create_sql(name))
+        loaded = load_data(cur, removals.path, qualified_staging(name), removals.clause)
+        check_load_warnings(cur, f"staging table {name}")
+    if loaded != removals.rows:
+        raise StagingError(f"staging table {name}: loaded {loaded} rows, expected {removals.rows}")
+
+
+def prepare_partition(plan: StagePlan, partition: int, batches) -> dict:
+    """Split the partition's net rows into its staging table and its load file (see the module
+    docstring); returns the result row the driver applies."""
+    removals = _EncodedFile(plan, plan.removal_columns, (COUNT, ROW))
+    additions = _EncodedFile(plan, plan.insert_columns)
+    counts = dict(rows=0, inserts=0, upserts=0, deletes=0)
+    result = dict(stage=None, load_file=None, load_columns=None)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            counts, columns = _write_file(fh, plan, batches)
-        if not counts["rows"]:
-            return None
-        with conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {qualified_staging(name)}")
-            cur.execute(plan.create_sql(name))
-            loaded = _load_data(cur, path, name, columns)
-            _check_warnings(cur, name)
-        if loaded != counts["rows"]:
-            raise StagingError(f"staging table {name}: loaded {loaded} rows, expected {counts['rows']}")
-        return counts
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            ops = batch.column(OP)
+            removing = batch.filter(plan.removes(ops))
+            row_numbers = pa.array(np.arange(removals.rows, removals.rows + removing.num_rows, dtype=np.int64))
+            removals.write(removing, [removing.column(COUNT), row_numbers])
+            additions.write(batch.filter(plan.adds(ops)))
+            counts["rows"] += batch.num_rows
+            for op, key in (("I", "inserts"), ("U", "upserts"), ("D", "deletes")):
+                counts[key] += _count(ops, op)
+        if removals.rows:
+            result["stage"] = staging_name(plan.table_prefix, partition)
+            conn = connect(plan.follower, local_infile=True)
+            try:
+                _stage_removals(conn, plan, result["stage"], removals)
+            finally:
+                conn.close()
+        if additions.rows:
+            additions.close()
+            key = f"{plan.scratch_dir}/part-{partition:05d}.tsv"
+            open_store(plan.store_uri, plan.s3).put_file(additions.path, key)
+            result.update(load_file=key, load_columns=additions.clause)
     finally:
-        os.unlink(path)
+        removals.remove()
+        additions.remove()
+    return {**result, **counts}
 
 
-def load_partition(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: stage this partition's rows; yields one result row per staging table."""
+def prepare_partitions(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: prepare this partition's rows; yields one result row, none if empty."""
     batches = iter(batches)
     first = next((b for b in batches if b.num_rows), None)
     if first is None:
-        return  # an empty partition stages nothing and reports nothing
-    name = staging_name(plan.table_prefix, first.column(PARTITION)[0].as_py())
-    conn = connect(plan.follower, local_infile=True)
-    try:
-        counts = load_into_staging(conn, plan, name, chain([first], batches))
-    finally:
-        conn.close()
-    if counts:
-        yield pa.RecordBatch.from_pylist([{"stage": name, **counts}], schema=RESULT_SCHEMA)
+        return  # an empty partition prepares nothing and reports nothing
+    partition = first.column(PARTITION)[0].as_py()
+    result = prepare_partition(plan, partition, chain([first], batches))
+    yield pa.RecordBatch.from_pylist([result], schema=RESULT_SCHEMA)
