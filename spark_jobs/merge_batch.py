@@ -14,9 +14,10 @@ What happens, per segment of the batch in binlog order (``run_merge``):
 - DDL segment: replayed on the follower, crash-safe through the checkpoint's pending-DDL marker.
 - row segment: for each table, executors read its Parquet files (``read_changes``), keep the rows
   after the checkpoint (``after_checkpoint``), net them (``net_keyed_changes`` /
-  ``net_keyless_changes``) and load the net rows in parallel into staging tables in the follower;
-  then the driver applies all tables of the segment and moves the checkpoint in ONE follower
-  transaction (``mysql_cdc.apply.follower``).
+  ``net_keyless_changes``) and prepare them in parallel (``stage``: removals into staging tables
+  in the follower, final rows into load files); then the driver applies all tables of the segment
+  and moves the checkpoint in ONE follower transaction (``mysql_cdc.apply.follower``), which
+  LOADs the files straight into the tables.
 
 The transforms are pure functions of DataFrames; ``main`` only wires steps.
 """
@@ -28,6 +29,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -426,6 +428,18 @@ def build_spark_session(app_name: str) -> SparkSession:
     return spark
 
 
+def _import_pandas() -> None:
+    import pandas  # noqa: F401 - pyspark's mapInArrow imports it on the driver; this is earlier
+
+
+def start_spark(app_name: str) -> SparkSession:
+    """The job's session. pandas is imported in the background meanwhile: the JVM takes seconds
+    to start the session, and the driver's first ``mapInArrow`` would otherwise import pandas
+    (~0.7 s) on the critical path."""
+    threading.Thread(target=_import_pandas, name="import-pandas", daemon=True).start()
+    return build_spark_session(app_name)
+
+
 def one_line(exc: BaseException) -> str:
     """The error as one line. A failure inside an executor arrives wrapped in Spark's report
     with the worker's traceback; its last ``SomeError: message`` line is the real error."""
@@ -456,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def get_spark() -> SparkSession:
         nonlocal session
         if session is None:
-            session = build_spark_session("mysql-cdc merge")
+            session = start_spark("mysql-cdc merge")
         return session
 
     try:

@@ -3,8 +3,9 @@
 - ``replay``: which parts of a batch still need applying, given the follower's checkpoint.
 - ``reader``: executor side, reads a table's change rows from storage as Arrow.
 - ``encoding``: Arrow columns -> exact ``LOAD DATA`` text.
-- ``staging``: executor side, loads net rows into per-partition staging tables in the follower.
-- ``follower``: driver side, the follower transaction (checkpoint lock, set-based apply) and DDL
+- ``staging``: executor side, per partition: removals into a staging table, final rows into a
+  load file in the batch store.
+- ``follower``: driver side, the follower transaction (checkpoint lock, deletes, LOAD DATA) and DDL
   replay with the pending-DDL marker.
 
 ``spark_jobs/merge_batch.py`` wires these into the Spark job.

@@ -2,7 +2,7 @@
 point with ``os._exit(137)`` (what a SIGKILL or an OOM kill looks like: no cleanup, no rollback
 from our side, open connections simply vanish). The tests use it to prove exactly-once apply.
 
-Points: ``after_staging`` (staging tables loaded, follower transaction not begun),
+Points: ``after_staging`` (staging tables and load files prepared, follower transaction not begun),
 ``before_commit`` (follower transaction done but not committed), ``after_ddl`` (a DDL ran, the
 checkpoint still carries its pending marker). Leave the variable unset in production.
 """

@@ -1,8 +1,9 @@
 """Driver side: everything the merge job does inside the follower.
 
 - ``Follower.check_table``: the target exists and has the batch's columns.
-- ``Follower.apply_rows``: one transaction per row segment: lock the checkpoint row, apply every
-  table's staged rows set-based, move the checkpoint, commit.
+- ``Follower.apply_rows``: one transaction per row segment: lock the checkpoint row, delete what
+  the staging tables name, LOAD DATA the load files straight into the tables, move the
+  checkpoint, commit.
 - ``Follower.replay_ddl``: a DDL statement, made crash-safe by the pending-DDL marker.
 
 SQL that holds identifiers never goes through pymysql's ``%`` formatting (a column may be called
