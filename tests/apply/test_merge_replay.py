@@ -162,6 +162,21 @@ def test_keyed_row_missing_on_the_follower_is_detected_and_rolled_back(make_pipe
     assert follower_state(pipeline) == before  # bag's insert, applied first in the transaction, rolled back
 
 
+def test_keyed_row_already_on_the_follower_is_detected_and_rolled_back(make_pipeline, follower, spark):
+    """LOAD DATA LOCAL skips a row whose key exists (a warning, not an error): the merge turns
+    that into a divergence error and rolls the whole segment back."""
+    pipeline = make_pipeline()
+    db = pipeline.database
+    first = pipeline.capture(setup_statements(db))
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    follower.run_sql([f"INSERT INTO {db}.kv VALUES (9, 'local')"])  # written outside the pipeline
+    second = pipeline.capture([f"INSERT INTO {db}.bag VALUES (7, 'z')", f"INSERT INTO {db}.kv VALUES (9, 'nine')"])
+    before = follower_state(pipeline)
+    with pytest.raises(FollowerDivergedError, match="hit an existing key .*Duplicate entry '9'.*re-seed"):
+        run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    assert follower_state(pipeline) == before
+
+
 def test_keyless_copies_missing_on_the_follower_are_detected(make_pipeline, follower, spark):
     pipeline = make_pipeline()
     db = pipeline.database
