@@ -92,7 +92,7 @@ def mariadb_binlog(settings: MySQLSettings, range_: PositionRange) -> int:
     return out.stdout.count(b"\n### INSERT INTO") + out.stdout.count(b"\n### UPDATE") + out.stdout.count(b"\n### DELETE FROM")
 
 
-def peak_rss_mb(settings: MySQLSettings, range_: PositionRange, store_uri: str) -> float:
+def peak_rss_mb(settings: MySQLSettings, range_: PositionRange, store_uri: str, expected_rows: int) -> float:
     """Peak RSS of one extraction, in a fresh child process so earlier work does not count."""
     code = (
         "import sys, resource; sys.path[:0] = [sys.argv[1]]\n"
@@ -102,13 +102,15 @@ def peak_rss_mb(settings: MySQLSettings, range_: PositionRange, store_uri: str) 
         "from mysql_cdc.storage import open_store\n"
         "import json, os\n"
         "s = MySQLSettings(**json.loads(os.environ['BENCH_LEADER']))\n"
-        "extract_range(s, open_store(sys.argv[4]), 'rss', PositionRange(P.parse(sys.argv[2]), P.parse(sys.argv[3])))\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "b = extract_range(s, open_store(sys.argv[4]), 'rss', PositionRange(P.parse(sys.argv[2]), P.parse(sys.argv[3])))\n"
+        "print(b.row_count, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
     env = {"PATH": "/usr/bin:/bin", "BENCH_LEADER": json.dumps(settings.__dict__)}
     out = subprocess.run([sys.executable, "-c", code, str(ROOT / "plugins"), str(range_.start), str(range_.end),
                           store_uri], env=env, capture_output=True, text=True, check=True)
-    return int(out.stdout.strip().splitlines()[-1]) / 1024  # ru_maxrss is in KiB on Linux
+    rows, max_rss_kib = map(int, out.stdout.strip().splitlines()[-1].split())  # ru_maxrss: KiB on Linux
+    assert rows == expected_rows, (rows, expected_rows)
+    return max_rss_kib / 1024
 
 
 def measure_rss(server: MariaDBServer, settings: MySQLSettings, tmp: str) -> dict:
@@ -119,8 +121,8 @@ def measure_rss(server: MariaDBServer, settings: MySQLSettings, tmp: str) -> dic
         generate(server, 4_000_000, "rss_b")
         five = leader.current_position()
     return {
-        "extract_rss_mb_1m": round(peak_rss_mb(settings, PositionRange(start, one), f"file://{tmp}/rss1"), 1),
-        "extract_rss_mb_5m": round(peak_rss_mb(settings, PositionRange(start, five), f"file://{tmp}/rss5"), 1),
+        "extract_rss_mb_1m": round(peak_rss_mb(settings, PositionRange(start, one), f"file://{tmp}/rss1", 1_000_000), 1),
+        "extract_rss_mb_5m": round(peak_rss_mb(settings, PositionRange(start, five), f"file://{tmp}/rss5", 5_000_000), 1),
     }
 
 

@@ -24,7 +24,7 @@ ROWS = [
     ("extract rows/s (binlog -> Parquet batch)", "extract_rows_per_s", "raw_decode_rows_per_s",
      "raw mysql-replication decode", "extract_vs_raw_decode", ">= 0.9"),
     ("", None, "mariadb_binlog_rows_per_s", "mariadb-binlog -v decode-rows", None, ""),
-    ("extract peak RSS MB at 1M / 5M rows", "extract_rss_mb_1m", "extract_rss_mb_5m", "(5M)",
+    ("extract peak RSS MB at 1M / 5M rows", "extract_rss_mb_1m", "extract_rss_mb_5m", "at 5M rows",
      "rss_5m_vs_1m", "<= 1.1"),
     ("merge rows/s, 1M-row batch", "merge_rows_per_s", "load_data_rows_per_s", "LOAD DATA LOCAL INFILE",
      "merge_vs_load_data", ">= 0.6"),
