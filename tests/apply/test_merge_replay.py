@@ -38,6 +38,23 @@ def follower_state(pipeline):
     return snapshot(pipeline.follower, pipeline.database), pipeline.checkpoint()
 
 
+def seeded(make_pipeline, spark):
+    """A pipeline whose setup batch (kv, bag) is merged: the follower equals the leader."""
+    pipeline = make_pipeline()
+    first = pipeline.capture(setup_statements(pipeline.database))
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    return pipeline
+
+
+def refused_unchanged(spark, pipeline, batch, error: type, match: str) -> Exception:
+    """Merging ``batch`` raises ``error`` and leaves the follower as it was; returns the error."""
+    before = follower_state(pipeline)
+    with pytest.raises(error, match=match) as raised:
+        run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert follower_state(pipeline) == before
+    return raised.value
+
+
 def test_same_batch_applied_twice_changes_nothing(make_pipeline, leader, follower, spark, tmp_path):
     pipeline = make_pipeline()
     batch = pipeline.capture(setup_statements(pipeline.database) + more_rows(pipeline.database))
@@ -135,56 +152,39 @@ def test_missing_follower_table_names_it_and_the_fix(make_pipeline, leader, spar
 
 
 def test_follower_columns_that_differ_are_a_clear_error(make_pipeline, follower, spark):
-    pipeline = make_pipeline()
+    pipeline = seeded(make_pipeline, spark)
     db = pipeline.database
-    first = pipeline.capture(setup_statements(db))
-    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
     follower.run_sql([f"ALTER TABLE {db}.kv ADD COLUMN local_note TEXT, MODIFY v TEXT"])
     second = pipeline.capture(more_rows(db))
-    before = follower_state(pipeline)
-    with pytest.raises(FollowerSchemaError, match=f"columns of `{db}`.`kv` in batch differ") as error:
-        run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
-    assert "only on the follower: ['local_note']" in str(error.value)
-    assert "v (varchar in the batch, text on the follower)" in str(error.value)
-    assert follower_state(pipeline) == before
+    error = refused_unchanged(spark, pipeline, second, FollowerSchemaError, f"columns of `{db}`.`kv` in batch differ")
+    assert "only on the follower: ['local_note']" in str(error)
+    assert "v (varchar in the batch, text on the follower)" in str(error)
 
 
 def test_keyed_row_missing_on_the_follower_is_detected_and_rolled_back(make_pipeline, follower, spark):
-    pipeline = make_pipeline()
+    pipeline = seeded(make_pipeline, spark)
     db = pipeline.database
-    first = pipeline.capture(setup_statements(db))
-    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
     follower.run_sql([f"DELETE FROM {db}.kv WHERE id = 2"])  # written outside the pipeline
     second = pipeline.capture([f"INSERT INTO {db}.bag VALUES (7, 'z')", f"UPDATE {db}.kv SET v = 'dos' WHERE id = 2"])
-    before = follower_state(pipeline)
-    with pytest.raises(FollowerDivergedError, match="re-seed"):
-        run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
-    assert follower_state(pipeline) == before  # bag's insert, applied first in the transaction, rolled back
+    # bag's insert, applied first in the transaction, is rolled back too
+    refused_unchanged(spark, pipeline, second, FollowerDivergedError, "re-seed")
 
 
 def test_keyed_row_already_on_the_follower_is_detected_and_rolled_back(make_pipeline, follower, spark):
     """LOAD DATA LOCAL skips a row whose key exists (a warning, not an error): the merge turns
     that into a divergence error and rolls the whole segment back."""
-    pipeline = make_pipeline()
+    pipeline = seeded(make_pipeline, spark)
     db = pipeline.database
-    first = pipeline.capture(setup_statements(db))
-    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
     follower.run_sql([f"INSERT INTO {db}.kv VALUES (9, 'local')"])  # written outside the pipeline
     second = pipeline.capture([f"INSERT INTO {db}.bag VALUES (7, 'z')", f"INSERT INTO {db}.kv VALUES (9, 'nine')"])
-    before = follower_state(pipeline)
-    with pytest.raises(FollowerDivergedError, match="hit an existing key .*Duplicate entry '9'.*re-seed"):
-        run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
-    assert follower_state(pipeline) == before
+    refused_unchanged(spark, pipeline, second, FollowerDivergedError,
+                      "hit an existing key .*Duplicate entry '9'.*re-seed")
 
 
 def test_keyless_copies_missing_on_the_follower_are_detected(make_pipeline, follower, spark):
-    pipeline = make_pipeline()
+    pipeline = seeded(make_pipeline, spark)
     db = pipeline.database
-    first = pipeline.capture(setup_statements(db))
-    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
     follower.run_sql([f"DELETE FROM {db}.bag LIMIT 1"])  # one of the two (1, 'x') rows
     second = pipeline.capture([f"DELETE FROM {db}.bag WHERE a = 1"])
-    before = follower_state(pipeline)
-    with pytest.raises(FollowerDivergedError, match="found 1 rows where the leader's changes imply 2"):
-        run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
-    assert follower_state(pipeline) == before
+    refused_unchanged(spark, pipeline, second, FollowerDivergedError,
+                      "found 1 rows where the leader's changes imply 2")

@@ -31,7 +31,7 @@ from .encoding import quote_ident
 from .errors import CheckpointError, FollowerDivergedError, FollowerSchemaError, MergeError
 from .faults import crash_point
 from .replay import require_checkpoint
-from .staging import COUNT, RESERVED_PREFIX, ROW, StagingError, check_load_warnings, load_data, qualified_staging
+from .staging import COUNT, RESERVED_PREFIX, ROW, LoadWarningsError, check_load_warnings, load_data, qualified_staging
 
 log = logging.getLogger(__name__)
 
@@ -335,9 +335,9 @@ def _load_rows(cur, store: ObjectStore, staged: StagedTable) -> int:
             loaded += load_data(cur, path, target, stage["load_columns"])
         try:
             check_load_warnings(cur, target)
-        except StagingError as exc:
+        except LoadWarningsError as exc:
             # LOAD DATA LOCAL skips a row whose key exists, with warning 1062, instead of failing
-            if f"(code {_ER_DUP_ENTRY})" in str(exc):
+            if _ER_DUP_ENTRY in exc.codes:
                 raise FollowerDivergedError(
                     f"{target}: inserting the batch's rows hit an existing key ({exc}): the follower holds "
                     "rows the leader did not have at the checkpoint (it was written outside the pipeline); "

@@ -132,6 +132,14 @@ class StagingError(RuntimeError):
     pass
 
 
+class LoadWarningsError(StagingError):
+    """A LOAD left warnings; ``codes`` are their MySQL error codes (1062: a duplicate key)."""
+
+    def __init__(self, message: str, codes: frozenset[int]):
+        super().__init__(message)
+        self.codes = codes
+
+
 class _EncodedFile:
     """A local temp file of LOAD DATA lines for some columns of the batches it is given."""
 
@@ -179,7 +187,7 @@ def check_load_warnings(cur, what: str) -> None:
     warnings = cur.fetchall()
     if warnings:
         detail = "; ".join(f"{w[2]} (code {w[1]})" for w in warnings)
-        raise StagingError(f"loading {what} changed values: {detail}")
+        raise LoadWarningsError(f"loading {what} changed values: {detail}", frozenset(w[1] for w in warnings))
 
 
 _LOCAL_INFILE_REFUSED = (1148, 3948, 2068)  # MariaDB, MySQL 8 server, client-side refusal
