@@ -7,9 +7,13 @@ PY := $(VENV)/bin/python
 # driver jar for Spark, and the Java runtime spark-submit runs on.
 APT_PACKAGES := mariadb-server mariadb-client libmariadb-java openjdk-17-jre-headless
 
-.PHONY: setup apt venv test test-capture bench bench-quick clean
+# MySQL (sid's mysql-9.x, the line after 8.4) unpacked into .local/mysql: tests and the demo run
+# capture and merge against it beside MariaDB (scripts/install_mysql.sh says how and why).
+MYSQL_DIR := .local/mysql
 
-setup: apt venv
+.PHONY: setup apt venv mysql test test-capture bench bench-quick clean
+
+setup: apt venv mysql
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
@@ -27,6 +31,11 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
+
+mysql: $(MYSQL_DIR)/.installed
+
+$(MYSQL_DIR)/.installed: scripts/install_mysql.sh
+	scripts/install_mysql.sh $(MYSQL_DIR)
 
 test: setup
 	$(PY) -m pytest tests

@@ -50,6 +50,8 @@ import pymysql
 __all__ = [
     "free_port",
     "MariaDBServer",
+    "MySQLServer",
+    "mysql_available",
     "MotoS3Server",
     "ServiceError",
     "FAKE_AWS_ACCESS_KEY_ID",
@@ -384,7 +386,7 @@ class MariaDBServer:
                 if "Address already in use" in new_log or "Bind on TCP/IP port" in new_log:
                     raise _PortInUse()
                 raise ServiceError(
-                    f"mariadbd {self.name} exited with rc={rc} during startup; "
+                    f"{self.__class__.__name__} {self.name} exited with rc={rc} during startup; "
                     f"error log tail:\n{_tail(self.error_log)}"
                 )
             try:
@@ -400,7 +402,7 @@ class MariaDBServer:
                 time.sleep(0.1)
         self.stop()
         raise ServiceError(
-            f"mariadbd {self.name} did not accept connections on {self.host}:{self.port} "
+            f"{self.__class__.__name__} {self.name} did not accept connections on {self.host}:{self.port} "
             f"within {self.start_timeout}s (last error: {last_err}); error log tail:\n"
             f"{_tail(self.error_log)}"
         )
@@ -532,6 +534,119 @@ class MariaDBServer:
 
     def __repr__(self) -> str:
         return f"MariaDBServer(name={self.name!r}, port={self.port}, pid={self.pid})"
+
+
+# --------------------------------------------------------------------------- MySQL
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MYSQL_DIR_ENV = "MYSQL_CDC_MYSQL_DIR"
+
+
+def mysql_dir() -> Path:
+    """Where ``scripts/install_mysql.sh`` unpacked MySQL (``make mysql``)."""
+    return Path(os.environ.get(MYSQL_DIR_ENV) or REPO_ROOT / ".local" / "mysql")
+
+
+def mysql_available() -> bool:
+    return (mysql_dir() / "bin" / "mysqld").is_file()
+
+
+class MySQLServer(MariaDBServer):
+    """A throw-away MySQL server (sid's mysql-9.x, unpacked by ``scripts/install_mysql.sh``).
+
+    Same layout and API as MariaDBServer. It runs with MySQL's own defaults where they matter
+    to users: GTIDs on, ``caching_sha2_password`` only (no mysql_native_password), no TLS
+    required. Row metadata is set to FULL for a leader (MySQL's default is MINIMAL, which
+    capture's preflight refuses).
+    """
+
+    def __init__(self, *args: Any, extra_args: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, extra_args=extra_args, **kwargs)
+        self.install = mysql_dir()
+        self.root = self.install / "root"
+
+    def _mysqld(self) -> list[str]:
+        binary = self.install / "bin" / "mysqld"
+        if not binary.is_file():
+            raise ServiceError(f"no MySQL at {self.install}: run `make mysql` (scripts/install_mysql.sh) first")
+        return [
+            str(binary),
+            "--no-defaults",
+            f"--basedir={self.root / 'usr'}",
+            f"--lc-messages-dir={self.root / 'usr' / 'share' / 'mysql'}",
+            f"--plugin-dir={self.root / 'usr' / 'lib' / 'mysql' / 'plugin'}",
+            "--user=root",
+            f"--datadir={self.datadir}",
+            f"--secure-file-priv={self.service_dir}",  # the default, /var/lib/mysql-files, is not ours
+        ]
+
+    def _server_args(self) -> list[str]:
+        args = self._mysqld() + [
+            f"--socket={self.socket_path}",
+            f"--port={self.port}",
+            f"--bind-address={self.host}",
+            "--mysqlx=OFF",
+            f"--pid-file={self.pid_file}",
+            f"--log-error={self.error_log}",
+            "--skip-name-resolve",
+            "--innodb-buffer-pool-size=128M",
+            "--max-connections=500",
+            "--local-infile=1",
+            "--default-time-zone=+00:00",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_unicode_ci",
+            f"--server-id={self.server_id}",
+            "--gtid-mode=ON",
+            "--enforce-gtid-consistency=ON",
+        ]
+        if self.binlog:
+            args += [
+                f"--log-bin={self.datadir}/binlog",
+                # binlog_format is deprecated on MySQL 8.0.34+ and ROW is its only sane value
+                "--binlog-row-image=FULL",
+                "--binlog-row-metadata=FULL",
+            ]
+        else:
+            args += ["--skip-log-bin"]
+        return args + list(self.extra_args)
+
+    def _install_db(self) -> None:
+        self.datadir.mkdir(parents=True)
+        self.datadir.rmdir()  # mysqld --initialize wants to create the datadir itself
+        # root@localhost is all --initialize creates, and under --skip-name-resolve a TCP login
+        # from 127.0.0.1 is not "localhost": add root@'%' (empty password until _secure()).
+        init = self.service_dir / "init.sql"
+        init.write_text(
+            "CREATE USER 'root'@'%' IDENTIFIED BY '';\n"
+            "GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;\n"
+        )
+        cmd = self._mysqld() + [
+            "--initialize-insecure", f"--init-file={init}", f"--log-error={self.service_dir / 'install-db.log'}",
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=self.service_dir)
+        if res.returncode != 0:
+            raise ServiceError(
+                f"mysqld --initialize failed for {self.name} (rc={res.returncode}):\n"
+                + (res.stdout + res.stderr)[-2000:] + _tail(self.service_dir / "install-db.log")
+            )
+
+    def _secure(self) -> None:
+        """Give root a password on every address it can log in from."""
+        conn = pymysql.connect(host=self.host, port=self.port, user="root", password="", autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION sql_log_bin = 0")  # see MariaDBServer._secure()
+                for host in ("%", "localhost"):
+                    cur.execute("ALTER USER 'root'@%s IDENTIFIED BY %s", (host, self.root_password))
+        finally:
+            conn.close()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "kind": "mysql"}
+
+    def __repr__(self) -> str:
+        return f"MySQLServer(name={self.name!r}, port={self.port}, pid={self.pid})"
 
 
 class _PortInUse(Exception):
