@@ -84,6 +84,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             follower_conn_id=config.follower_conn_id,
             aws_conn_id=config.aws_conn_id,
             spark_conn_id=config.spark_conn_id,
+            conf=dict(config.spark_conf),
             name=f"mysql-cdc-merge-{config.name}",
             **retry_args,
         )

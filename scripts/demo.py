@@ -10,7 +10,9 @@
 5. prints the leader's and the follower's `pet` side by side and exits non-zero unless equal.
 
 Batches go to file://.local/demo/batches; CDC_DEMO_STORAGE=s3 puts them in a local S3 endpoint
-(moto) through the aws_default connection instead. Everything the demo writes is under
+(moto) through the aws_default connection instead. The merge runs in local[2]; CDC_DEMO_SPARK=cluster
+starts a Spark standalone cluster (a master and a worker from pyspark's distribution) on loopback,
+points spark_default at it, and shows the merge application in the master's list. Everything the demo writes is under
 .local/demo/ (logs: .local/demo/runs/*.log). Servers are stopped on exit.
 """
 
@@ -29,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 
 from demo_workload import seed_statements  # noqa: E402
-from local_services import MariaDBServer, MotoS3Server  # noqa: E402
+from local_services import MariaDBServer, MotoS3Server, SparkStandaloneCluster  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 WORK = REPO / ".local" / "demo"
@@ -43,8 +45,9 @@ def say(message: str) -> None:
 
 
 class Demo:
-    def __init__(self, storage: str):
+    def __init__(self, storage: str, spark: str):
         self.storage = storage
+        self.spark = spark
         self.services: list = []
         self.env = dict(os.environ)
         self.runs = 0
@@ -66,6 +69,9 @@ class Demo:
             self.s3 = self._start(MotoS3Server(WORK / "services", die_with_parent=True))
             self.s3_client().create_bucket(Bucket=S3_BUCKET)
             say(f"S3       moto on {self.s3.endpoint_url}, bucket {S3_BUCKET}")
+        if self.spark == "cluster":
+            self.cluster = self._start(SparkStandaloneCluster(WORK / "services", die_with_parent=True))
+            say(f"Spark    standalone master {self.cluster.master_url} with one worker (UI {self.cluster.web_url})")
         say(f"         ({time.monotonic() - started:.0f}s)")
 
     def _start(self, service):
@@ -101,6 +107,9 @@ class Demo:
             "PYSPARK_PYTHON": sys.executable,
         })
         self.env.pop("CDC_PIPELINES_FILE", None)  # the repository's dags/pipelines.yaml
+        if self.spark == "cluster":
+            self.env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
+                {"conn_type": "spark", "host": f"spark://{self.cluster.host}", "port": self.cluster.port})
         if self.storage == "s3":
             self.env["CDC_STORAGE_URI"] = f"s3://{S3_BUCKET}/batches"
             kwargs = self.s3.client_kwargs()
@@ -182,9 +191,12 @@ def main() -> int:
     storage = os.environ.get("CDC_DEMO_STORAGE", "file").lower()
     if storage not in ("file", "s3"):
         raise SystemExit(f"CDC_DEMO_STORAGE must be 'file' or 's3', got {storage!r}")
+    spark = os.environ.get("CDC_DEMO_SPARK", "local").lower()
+    if spark not in ("local", "cluster"):
+        raise SystemExit(f"CDC_DEMO_SPARK must be 'local' or 'cluster', got {spark!r}")
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
-    demo = Demo(storage)
+    demo = Demo(storage, spark)
     try:
         demo.start_services()
         demo.configure_airflow()
@@ -205,6 +217,12 @@ def main() -> int:
                                 f"follower {DB}.{TABLE}", render(*follower_table)))
         where = (f"s3://{S3_BUCKET}/batches" if storage == "s3" else f"{(WORK / 'batches').relative_to(REPO)}")
         say(f"\nchange batches: {where}/{DAG_ID}/batches/")
+        if spark == "cluster":
+            apps = [f"{a['name']} ({a['state']}, {a['cores']} cores)" for a in demo.cluster.applications()]
+            say(f"Spark applications on {demo.cluster.master_url}: {', '.join(apps) or 'none'}")
+            if not apps:
+                say("\nthe merge did not run on the cluster")
+                return 1
         if leader_table != follower_table:
             say("\nDIFFERENT: the follower does not equal the leader")
             return 1

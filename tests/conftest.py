@@ -22,12 +22,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # scripts/  -> `import local_services`
 # plugins/  -> `import mysql_cdc` (Airflow's plugins folder layout)
 # repo root -> `import spark_jobs`
-for _p in (REPO_ROOT / "scripts", REPO_ROOT / "plugins", REPO_ROOT):
+# tests/apply -> the random workload and the leader/follower comparison, shared with tests/airflow
+for _p in (REPO_ROOT / "scripts", REPO_ROOT / "plugins", REPO_ROOT, REPO_ROOT / "tests" / "apply"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
 import local_services  # noqa: E402
-from local_services import MariaDBServer, MotoS3Server  # noqa: E402
+from local_services import MariaDBServer, MotoS3Server, MySQLServer, SparkStandaloneCluster  # noqa: E402
 
 LEADER_USER = "cdc_reader"
 LEADER_PASSWORD = "cdc_reader_pw"
@@ -65,9 +66,29 @@ def follower(request: pytest.FixtureRequest, services_dir: Path) -> MariaDBServe
 
 
 @pytest.fixture(scope="session")
+def mysql_leader(request: pytest.FixtureRequest, services_dir: Path) -> MySQLServer:
+    """MySQL (sid's 9.x, unpacked by `make mysql`) with GTIDs on and ROW/FULL/FULL binlog."""
+    return _start_managed(request, MySQLServer(services_dir, "mysql-leader", server_id=11, binlog=True,
+                                               die_with_parent=True))
+
+
+@pytest.fixture(scope="session")
+def mysql_follower(request: pytest.FixtureRequest, services_dir: Path) -> MySQLServer:
+    """MySQL without binlog: a fresh follower, with no `_mysql_cdc` schema until a pipeline runs."""
+    return _start_managed(request, MySQLServer(services_dir, "mysql-follower", server_id=12, binlog=False,
+                                               die_with_parent=True))
+
+
+@pytest.fixture(scope="session")
 def s3_server(request: pytest.FixtureRequest, services_dir: Path) -> MotoS3Server:
     """moto's HTTP server; use ``s3_server.client_kwargs()`` for boto3."""
     return _start_managed(request, MotoS3Server(services_dir, die_with_parent=True))
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(request: pytest.FixtureRequest, services_dir: Path) -> SparkStandaloneCluster:
+    """A real Spark standalone cluster (master + worker from pyspark's distribution) on loopback."""
+    return _start_managed(request, SparkStandaloneCluster(services_dir, die_with_parent=True))
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +104,17 @@ def leader_user(leader: MariaDBServer) -> dict:
 def follower_user(follower: MariaDBServer) -> dict:
     """dict(host, port, user, password) for an all-privileges account on the follower."""
     return follower.create_user(FOLLOWER_USER, FOLLOWER_PASSWORD, ["ALL PRIVILEGES ON *.*"])
+
+
+@pytest.fixture(scope="session")
+def mysql_leader_user(mysql_leader: MySQLServer) -> dict:
+    """A binlog-reading account on the MySQL leader (caching_sha2_password, MySQL's only default)."""
+    return mysql_leader.create_user(LEADER_USER, LEADER_PASSWORD, ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"])
+
+
+@pytest.fixture(scope="session")
+def mysql_follower_user(mysql_follower: MySQLServer) -> dict:
+    return mysql_follower.create_user(FOLLOWER_USER, FOLLOWER_PASSWORD, ["ALL PRIVILEGES ON *.*"])
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from mysql_cdc.storage import S3Settings, StorageError, open_store
+from mysql_cdc.storage import StorageError, StorageSpec, open_store
 
 
 def test_local_store_gives_the_file_itself(tmp_path):
@@ -25,10 +25,40 @@ def test_local_store_names_a_missing_object(tmp_path):
 
 
 def test_s3_store_downloads_to_a_temp_file_and_removes_it(s3_bucket):
-    s3 = S3Settings(**{k: s3_bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id",
-                                                   "aws_secret_access_key")})
-    store = open_store(f"s3://{s3_bucket['bucket']}/root", s3)
+    options = {k: s3_bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key")}
+    store = open_store(StorageSpec(f"s3://{s3_bucket['bucket']}/root", options))
     store.put_bytes("p/part-00000.tsv", b"2\ttwo\n")
     with store.local_copy("p/part-00000.tsv") as path:
         assert open(path, "rb").read() == b"2\ttwo\n"
     assert not os.path.exists(path)
+
+
+@pytest.mark.parametrize("uri, normalized", [
+    ("file:///data/cdc/../batches/", "file:///data/batches"),
+    ("file://localhost/data", "file:///data"),
+    ("s3a://lake/cdc/", "s3://lake/cdc"),
+    ("s3://lake", "s3://lake"),
+])
+def test_one_spelling_per_storage_root(uri, normalized):
+    assert StorageSpec(uri).uri == normalized
+
+
+@pytest.mark.parametrize("uri, message", [
+    ("file://host/data", "write local storage as file:///absolute/path"),
+    ("s3:///prefix", "names no bucket"),
+    ("gs://bucket/x", "has scheme 'gs'"),
+    ("", "non-empty string"),
+])
+def test_bad_storage_uris_say_how_to_write_them(uri, message):
+    with pytest.raises(StorageError, match=message):
+        StorageSpec(uri)
+
+
+def test_a_spec_rejects_options_its_backend_does_not_take_and_hides_them():
+    with pytest.raises(StorageError, match=r"unknown option\(s\) \['endpoint'\]; a s3:// store takes"):
+        StorageSpec("s3://lake/cdc", {"endpoint": "http://x"})
+    with pytest.raises(StorageError, match="a file:// store takes no options"):
+        StorageSpec("file:///data", {"region_name": "eu-west-3"})
+    spec = StorageSpec("s3://lake/cdc", {"aws_secret_access_key": "s3cr3t"})
+    assert "s3cr3t" not in repr(spec)
+    assert StorageSpec.from_json(spec.to_json()).options == {"aws_secret_access_key": "s3cr3t"}

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .contracts import BinlogPosition, InvalidPosition, PositionRange
+from .contracts import POSITION_PATTERN, BinlogPosition, InvalidPosition, PositionRange
 
 START_PARAM = "start"
 END_PARAM = "end"
-# The same shape BinlogPosition.parse accepts: FILE.SEQ:OFFSET.
-POSITION_PATTERN = r"^[^:\s]+\.[0-9]+:[0-9]+$"
 
 
 class BackfillParamError(ValueError):

@@ -16,7 +16,8 @@ pipelines:
 
 Optional tuning fields: ``wait_timeout`` (seconds the sensor waits for the leader to move before the
 run ends skipped), ``poke_interval`` (seconds between checks), ``retries`` and ``retry_delay``
-(seconds, doubled on each retry of extract and merge).
+(seconds, doubled on each retry of extract and merge), ``spark_conf`` (Spark properties of the
+merge job's spark-submit, e.g. ``spark.executor.memory: 4g``).
 
 String values may use ``${VAR}`` and ``${VAR:-default}``; ``${PIPELINES_DIR}`` is the directory of
 the pipelines file, so a ``file://`` root can sit beside the deployment without an absolute path
@@ -35,12 +36,12 @@ import re
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import yaml
 
 from .capture.filters import TableFilter
 from .contracts import BinlogPosition, InvalidPosition
+from .storage import normalize_uri, uri_scheme
 
 PIPELINES_FILE_ENV = "CDC_PIPELINES_FILE"
 DEFAULT_SCHEDULE = "*/5 * * * *"
@@ -74,6 +75,7 @@ class PipelineConfig:
     poke_interval: float = 1.0
     retries: int = 3
     retry_delay: float = 30.0
+    spark_conf: tuple[tuple[str, str], ...] = ()  # Spark properties of the merge job's submit
 
     @property
     def table_filter(self) -> TableFilter:
@@ -81,7 +83,7 @@ class PipelineConfig:
 
     @property
     def uses_s3(self) -> bool:
-        return urlparse(self.storage_uri).scheme in ("s3", "s3a")
+        return uri_scheme(self.storage_uri) == "s3"
 
 
 # -- field checks: each returns the normalized value or raises ValueError with the problem ------
@@ -123,25 +125,23 @@ def _schedule(value: Any) -> str | None:
 
 
 def _storage_uri(value: Any) -> str:
-    value = _text(value)
-    parsed = urlparse(value)
-    if parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
-            raise ValueError(f"{value!r}: write local storage as file:///absolute/path")
-        # normpath folds the '..' of a ${PIPELINES_DIR}/../x default: manifests and asset URIs
-        # carry this root, and one directory must have one spelling.
-        return f"file://{os.path.normpath(parsed.path)}"
-    if parsed.scheme in ("s3", "s3a"):
-        if not parsed.netloc:
-            raise ValueError(f"{value!r} names no bucket; write s3://bucket/prefix")
-        return value.rstrip("/")
-    raise ValueError(f"{value!r} has scheme {parsed.scheme!r}; use s3://bucket/prefix or file:///absolute/path")
+    return normalize_uri(_text(value))  # StorageError is a ValueError: reported with the field
 
 
 def _globs(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"must be a list of db.table globs such as ['shop.*', '*.orders'], got {value!r}")
     return tuple(v.strip() for v in value)
+
+
+def _spark_conf(value: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k.startswith("spark.") for k in value):
+        raise ValueError(
+            f"must be a mapping of Spark properties such as {{'spark.executor.memory': '2g'}}, got {value!r}"
+        )
+    if any(isinstance(v, (dict, list)) or v is None for v in value.values()):
+        raise ValueError(f"Spark property values must be strings or numbers, got {value!r}")
+    return tuple(sorted((k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()))
 
 
 def _start_position(value: Any) -> str:
@@ -187,6 +187,7 @@ _CHECKS = {
     "poke_interval": _seconds,
     "retries": _count,
     "retry_delay": _non_negative_seconds,
+    "spark_conf": _spark_conf,
 }
 
 
@@ -197,6 +198,8 @@ def _interpolate(value: Any, variables: dict[str, str], where: str) -> Any:
     """Expand ${VAR} and ${VAR:-default} in strings, innermost first (a default may hold ${...})."""
     if isinstance(value, list):
         return [_interpolate(v, variables, where) for v in value]
+    if isinstance(value, dict):
+        return {k: _interpolate(v, variables, where) for k, v in value.items()}
     if not isinstance(value, str):
         return value
 

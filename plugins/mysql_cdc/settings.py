@@ -1,8 +1,9 @@
 """Connection settings shared by the Airflow side and the Spark job.
 
 ``MySQLSettings`` reaches a leader or a follower. ``JobSecrets`` is how the merge job receives its
-secrets: a JSON file readable only by the job's user, named by the ``MYSQL_CDC_SECRETS_FILE``
-environment variable. Never argv: argv shows in ``ps`` and in Airflow's task logs.
+secrets (the follower's settings and the batch store's ``StorageSpec``): a JSON file readable only
+by the job's user, named by the ``MYSQL_CDC_SECRETS_FILE`` environment variable. Never argv: argv
+shows in ``ps`` and in Airflow's task logs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 
-from .storage import S3Settings
+from .storage import StorageError, StorageSpec
 
 SECRETS_ENV = "MYSQL_CDC_SECRETS_FILE"
 
@@ -41,13 +42,13 @@ class SecretsError(ValueError):
 @dataclass(frozen=True)
 class JobSecrets:
     follower: MySQLSettings
-    s3: S3Settings | None = None
+    storage: StorageSpec
 
     def write(self, path: str) -> None:
         """Create ``path`` readable by its owner only, then fill it (never world-readable)."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            json.dump({"follower": asdict(self.follower), "s3": asdict(self.s3) if self.s3 else None}, fh)
+            json.dump({"follower": asdict(self.follower), "storage": self.storage.to_json()}, fh)
 
     @classmethod
     def read(cls, path: str) -> "JobSecrets":
@@ -56,10 +57,13 @@ class JobSecrets:
                 data = json.load(fh)
         except (OSError, json.JSONDecodeError) as exc:
             raise SecretsError(f"cannot read the job secrets file {path}: {exc}") from exc
-        unknown = set(data) - {"follower", "s3"}
-        if unknown or "follower" not in data:
-            raise SecretsError(f"secrets file {path}: expected keys 'follower' and optional 's3', got {sorted(data)}")
-        return cls(MySQLSettings(**data["follower"]), S3Settings(**data["s3"]) if data.get("s3") else None)
+        if not isinstance(data, dict) or set(data) != {"follower", "storage"}:
+            found = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise SecretsError(f"secrets file {path}: expected the keys ['follower', 'storage'], got {found}")
+        try:
+            return cls(MySQLSettings(**data["follower"]), StorageSpec.from_json(data["storage"], f"{path}: storage"))
+        except (TypeError, StorageError) as exc:
+            raise SecretsError(f"secrets file {path}: {exc}") from None
 
     @classmethod
     def from_env(cls) -> "JobSecrets":
@@ -67,6 +71,6 @@ class JobSecrets:
         if not path:
             raise SecretsError(
                 f"{SECRETS_ENV} is not set: point it at a JSON file (mode 0600) holding "
-                '{"follower": {"host", "port", "user", "password"}, "s3": {"endpoint_url", ...} | null}'
+                '{"follower": {"host", "port", "user", "password"}, "storage": {"uri", "options"}}'
             )
         return cls.read(path)

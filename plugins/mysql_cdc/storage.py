@@ -1,5 +1,12 @@
 """Object storage for change batches: ``s3://bucket/prefix`` through boto3, or ``file:///path``.
 
+A store's whole configuration is one value, ``StorageSpec``: the root URI (normalized here, the
+one place that knows URI rules) and the backend's options (S3: endpoint, region, credentials).
+The Airflow side builds it from the pipelines file and its connection; the Spark job receives it
+in its secrets file; executors receive it in their closures. A new backend is a class here with
+``OPTIONS`` and ``from_spec``, an entry in ``_BACKENDS``, and (when it needs credentials) the
+lines of ``hooks/storage.py`` that fill its options from an Airflow connection.
+
 Both stores speak in keys relative to the storage root. Writes of whole objects are atomic on
 both (S3 PUT is atomic; the file store writes a temp file and renames it), which is what makes
 "manifest.json written last" a commit marker.
@@ -13,7 +20,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ContextManager, Iterator, Protocol
+from typing import Any, ContextManager, Iterator, Mapping, Protocol
 from urllib.parse import urlparse
 
 from .contracts import MANIFEST_NAME, ChangeBatch, batch_prefix, batches_prefix
@@ -23,27 +30,71 @@ class StorageError(ValueError):
     """A storage URI or setting that cannot work; the message says how to fix it."""
 
 
+def normalize_uri(uri: str) -> str:
+    """One spelling per storage root: ``file:///absolute/path`` (``..`` folded) or
+    ``s3://bucket/prefix`` (``s3a://``, Hadoop's name, written ``s3://``), no trailing slash."""
+    if not isinstance(uri, str) or not uri.strip():
+        raise StorageError(f"storage URI must be a non-empty string, got {uri!r}")
+    uri = uri.strip()
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
+            raise StorageError(f"storage URI {uri!r}: write local storage as file:///absolute/path")
+        # normpath folds the '..' of a ${PIPELINES_DIR}/../x default: manifests and asset URIs
+        # carry this root, and one directory must have one spelling.
+        return f"file://{os.path.normpath(parsed.path)}"
+    if parsed.scheme in ("s3", "s3a"):
+        if not parsed.netloc:
+            raise StorageError(f"storage URI {uri!r} names no bucket; write s3://bucket/prefix")
+        path = parsed.path.strip("/")
+        return f"s3://{parsed.netloc}/{path}" if path else f"s3://{parsed.netloc}"
+    raise StorageError(
+        f"storage URI {uri!r} has scheme {parsed.scheme!r}; use s3://bucket/prefix or file:///absolute/path"
+    )
+
+
+def uri_scheme(uri: str) -> str:
+    """``file`` or ``s3`` for a storage URI (normalized first, so ``s3a`` is ``s3``)."""
+    return urlparse(normalize_uri(uri)).scheme
+
+
 @dataclass(frozen=True)
-class S3Settings:
-    """How to reach an S3 API endpoint. Secrets are kept out of repr() so they never reach logs."""
+class StorageSpec:
+    """Where a pipeline's batches live and how to reach them. ``options`` hold credentials, so
+    they are kept out of repr(): a spec may be logged, its secrets never are."""
 
-    endpoint_url: str | None = None
-    region_name: str | None = None
-    aws_access_key_id: str | None = field(default=None, repr=False)
-    aws_secret_access_key: str | None = field(default=None, repr=False)
-    aws_session_token: str | None = field(default=None, repr=False)
+    uri: str
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    def client(self):
-        import boto3  # imported here: the Spark job imports this module on executors lazily
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "uri", normalize_uri(self.uri))
+        backend = _BACKENDS[self.scheme]
+        unknown = sorted(set(self.options) - set(backend.OPTIONS))
+        if unknown:
+            raise StorageError(
+                f"storage {self.uri}: unknown option(s) {unknown}; a {self.scheme}:// store takes "
+                f"{sorted(backend.OPTIONS) or 'no options'}"
+            )
+        object.__setattr__(self, "options", {k: v for k, v in self.options.items() if v is not None})
 
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            region_name=self.region_name,
-            aws_access_key_id=self.aws_access_key_id,
-            aws_secret_access_key=self.aws_secret_access_key,
-            aws_session_token=self.aws_session_token,
-        )
+    @property
+    def scheme(self) -> str:
+        return urlparse(self.uri).scheme
+
+    def open(self, client: Any = None) -> "ObjectStore":
+        """The store. ``client`` is a ready-made client for the backend (the Airflow side passes
+        the amazon provider's boto3 client); without one the backend builds it from the options."""
+        return _BACKENDS[self.scheme].from_spec(self, client)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"uri": self.uri, "options": dict(self.options)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "storage") -> "StorageSpec":
+        if not isinstance(data, Mapping) or set(data) - {"uri", "options"} or "uri" not in data:
+            found = sorted(data) if isinstance(data, Mapping) else type(data).__name__
+            raise StorageError(f"{where}: expected {{'uri': ..., 'options': {{...}}}}, got {found}")
+        return cls(data["uri"], dict(data.get("options") or {}))
 
 
 class ObjectStore(Protocol):
@@ -60,6 +111,12 @@ class ObjectStore(Protocol):
 
 
 class LocalStore:
+    OPTIONS: tuple[str, ...] = ()
+
+    @classmethod
+    def from_spec(cls, spec: StorageSpec, client: Any = None) -> "LocalStore":
+        return cls(urlparse(spec.uri).path)
+
     def __init__(self, root: str):
         self.root = Path(root)
         self.uri = f"file://{self.root}"
@@ -128,6 +185,17 @@ class LocalStore:
 
 
 class S3Store:
+    OPTIONS = ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+
+    @classmethod
+    def from_spec(cls, spec: StorageSpec, client: Any = None) -> "S3Store":
+        if client is None:
+            import boto3  # here: executors import this module without touching S3 when file://
+
+            client = boto3.client("s3", **spec.options)
+        parsed = urlparse(spec.uri)
+        return cls(parsed.netloc, parsed.path, client)
+
     def __init__(self, bucket: str, prefix: str, client):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
@@ -187,22 +255,12 @@ class S3Store:
             os.unlink(path)
 
 
-def open_store(uri: str, s3: S3Settings | None = None, s3_client=None) -> ObjectStore:
-    """The store behind a storage URI. For ``s3://`` pass a boto3 client (the Airflow side builds
-    one from its connection) or S3Settings (the Spark job builds one from its environment)."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost"):
-            raise StorageError(f"storage URI {uri!r}: write local paths as file:///absolute/path")
-        return LocalStore(parsed.path)
-    if parsed.scheme in ("s3", "s3a"):
-        if not parsed.netloc:
-            raise StorageError(f"storage URI {uri!r} names no bucket; write s3://bucket/prefix")
-        client = s3_client or (s3 or S3Settings()).client()
-        return S3Store(parsed.netloc, parsed.path, client)
-    raise StorageError(
-        f"storage URI {uri!r} has scheme {parsed.scheme!r}; use s3://bucket/prefix or file:///path"
-    )
+_BACKENDS = {"file": LocalStore, "s3": S3Store}
+
+
+def open_store(spec: StorageSpec | str, client: Any = None) -> ObjectStore:
+    """The store behind a spec, or behind a bare URI (no options: boto3's default chain for S3)."""
+    return (spec if isinstance(spec, StorageSpec) else StorageSpec(spec)).open(client)
 
 
 def split_manifest_uri(manifest_uri: str) -> tuple[str, str]:
@@ -217,6 +275,25 @@ def split_manifest_uri(manifest_uri: str) -> tuple[str, str]:
     root, _, pipeline = head.rpartition("/")
     batch_id = tail[: -len("/" + MANIFEST_NAME)]
     return root, batch_prefix(pipeline, batch_id)
+
+
+def batches_uri(storage_uri: str, pipeline: str) -> str:
+    """The pipeline's batch directory as a URI, with no I/O (DAG files call it at parse time)."""
+    return f"{normalize_uri(storage_uri)}/{batches_prefix(pipeline).rstrip('/')}"
+
+
+def read_manifest(store: ObjectStore, manifest_uri: str) -> ChangeBatch:
+    """The batch a manifest URI names; it must live under ``store``'s root and exist."""
+    root, prefix = split_manifest_uri(manifest_uri)
+    if normalize_uri(root) != normalize_uri(store.uri):
+        raise StorageError(f"manifest {manifest_uri} is not under the pipeline's storage root {store.uri}")
+    batch = read_batch(store, prefix)
+    if batch is None:
+        raise StorageError(
+            f"no batch at {manifest_uri}: its manifest.json does not exist (the extraction did not finish, "
+            "or the URI is wrong); re-extract the range"
+        )
+    return batch
 
 
 def read_batch(store: ObjectStore, prefix: str) -> ChangeBatch | None:

@@ -11,7 +11,7 @@ import pytest
 
 from merge_helpers import Pipeline
 from mysql_cdc.settings import MySQLSettings
-from mysql_cdc.storage import S3Settings
+from mysql_cdc.storage import StorageSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,22 +49,24 @@ def spark():
 
 
 @pytest.fixture
-def make_pipeline(leader, follower, leader_user, follower_user, tmp_path, unique_name):
-    """make_pipeline(s3_bucket=None) -> a started Pipeline named after this test's unique name."""
+def make_pipeline(request, tmp_path, unique_name):
+    """make_pipeline(s3_bucket=None, flavor="mariadb") -> a started Pipeline named after this test's
+    unique name, between the session's MariaDB (or, with flavor "mysql", MySQL) leader and follower."""
 
-    def make(s3_bucket: dict | None = None) -> Pipeline:
-        s3, store_uri = None, f"file://{tmp_path}/store"
+    def make(s3_bucket: dict | None = None, flavor: str = "mariadb") -> Pipeline:
+        prefix = "" if flavor == "mariadb" else "mysql_"
+        leader, follower, leader_user, follower_user = (
+            request.getfixturevalue(prefix + name) for name in ("leader", "follower", "leader_user", "follower_user")
+        )
+        storage = StorageSpec(f"file://{tmp_path}/store")
         if s3_bucket:
-            s3 = S3Settings(
-                endpoint_url=s3_bucket["endpoint_url"], region_name=s3_bucket["region_name"],
-                aws_access_key_id=s3_bucket["aws_access_key_id"],
-                aws_secret_access_key=s3_bucket["aws_secret_access_key"],
-            )
-            store_uri = f"s3://{s3_bucket['bucket']}/cdc"
+            storage = StorageSpec(f"s3://{s3_bucket['bucket']}/cdc", {
+                k: s3_bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key")
+            })
         return Pipeline(
             name=f"pipe_{unique_name}", database=unique_name, leader=leader, follower=follower,
             leader_settings=MySQLSettings(**leader_user), follower_settings=MySQLSettings(**follower_user),
-            store_uri=store_uri, s3=s3,
+            storage=storage,
         ).start()
 
     return make

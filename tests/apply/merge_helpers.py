@@ -22,7 +22,7 @@ from mysql_cdc.contracts import (
 )
 from mysql_cdc.packaging import MERGE_JOB, build_py_files
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings
-from mysql_cdc.storage import S3Settings, open_store
+from mysql_cdc.storage import StorageSpec
 
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
@@ -42,18 +42,17 @@ class Pipeline:
     follower: object
     leader_settings: MySQLSettings
     follower_settings: MySQLSettings
-    store_uri: str
-    s3: S3Settings | None = None
+    storage: StorageSpec
     position: BinlogPosition | None = None  # where the next capture starts
     batches: list[ChangeBatch] = field(default_factory=list)
 
     @property
     def secrets(self) -> JobSecrets:
-        return JobSecrets(self.follower_settings, self.s3)
+        return JobSecrets(self.follower_settings, self.storage)
 
     @property
     def store(self):
-        return open_store(self.store_uri, self.s3)
+        return self.storage.open()
 
     def start(self) -> "Pipeline":
         """Checkpoint the follower at the leader's current position: the first captured range
@@ -84,7 +83,7 @@ class Pipeline:
         return batch
 
     def manifest_uri(self, batch: ChangeBatch) -> str:
-        return f"{self.store_uri.rstrip('/')}/{batch.prefix}/{MANIFEST_NAME}"
+        return f"{self.storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
 
     def checkpoint(self) -> Checkpoint | None:
         conn = self.follower.connect()

@@ -10,7 +10,7 @@ from merge_helpers import assert_same_database, job_output, spark_submit, table_
 from mysql_cdc.apply.faults import CRASH_ENV
 from mysql_cdc.apply.follower import Follower
 from mysql_cdc.contracts import DdlSegment, RowSegment
-from spark_jobs.merge_batch import run_merge
+from mysql_cdc.spark.merge import run_merge
 
 
 def workload(db: str) -> list[str]:

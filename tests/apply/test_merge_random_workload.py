@@ -3,7 +3,7 @@ multi-statement transactions, rollbacks, key changes, schema changes between tra
 captured and merged batch after batch: after each batch the follower equals the leader."""
 
 from merge_helpers import assert_same_database, snapshot
-from spark_jobs.merge_batch import run_merge
+from mysql_cdc.spark.merge import run_merge
 from apply_workload import Workload
 
 SEED = 20261122

@@ -6,9 +6,11 @@ import pytest
 from merge_helpers import (
     assert_same_database, error_line, job_output, leader_position, snapshot, spark_submit,
 )
-from mysql_cdc.apply.errors import CheckpointError, FollowerDivergedError, FollowerSchemaError, MergeError
+from mysql_cdc.apply.errors import FollowerDivergedError, FollowerSchemaError
+from mysql_cdc.contracts import MissingCheckpointError, RangeGapError
+from mysql_cdc.storage import StorageError
 from mysql_cdc.contracts import RowSegment
-from spark_jobs.merge_batch import run_merge
+from mysql_cdc.spark.merge import run_merge
 
 
 def setup_statements(db: str) -> list[str]:
@@ -79,7 +81,7 @@ def test_gap_is_an_error_naming_both_positions(make_pipeline, spark, tmp_path):
     second = pipeline.capture(more_rows(pipeline.database))
     before = follower_state(pipeline)
 
-    with pytest.raises(CheckpointError) as error:
+    with pytest.raises(RangeGapError) as error:
         run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
     assert str(first.start) in str(error.value) and str(second.start) in str(error.value)
     assert follower_state(pipeline) == before
@@ -128,7 +130,7 @@ def test_missing_checkpoint_is_a_clear_error(make_pipeline, follower, spark):
     pipeline = make_pipeline()
     batch = pipeline.capture(setup_statements(pipeline.database))
     follower.run_sql([f"DELETE FROM _mysql_cdc.checkpoint WHERE pipeline = '{pipeline.name}'"])
-    with pytest.raises(CheckpointError, match=f"no checkpoint for pipeline '{pipeline.name}'"):
+    with pytest.raises(MissingCheckpointError, match=f"no checkpoint for pipeline '{pipeline.name}'"):
         run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
 
 
@@ -136,7 +138,7 @@ def test_missing_manifest_is_a_clear_error(make_pipeline, spark):
     pipeline = make_pipeline()
     batch = pipeline.capture(setup_statements(pipeline.database))
     pipeline.store.delete_prefix(f"{batch.prefix}/manifest.json")
-    with pytest.raises(MergeError, match="manifest.json does not exist"):
+    with pytest.raises(StorageError, match="manifest.json does not exist"):
         run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
 
 

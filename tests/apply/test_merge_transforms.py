@@ -5,7 +5,7 @@ from pyspark.sql import Row
 from merge_helpers import assert_dataframe_equal as assertDataFrameEqual
 
 from mysql_cdc.contracts import BinlogPosition
-from spark_jobs.merge_batch import after_checkpoint, expand_copies, net_keyed_changes, net_keyless_changes
+from mysql_cdc.spark.transforms import after_checkpoint, expand_copies, net_keyed_changes, net_keyless_changes
 
 SCHEMA = (
     "id INT, k2 STRING, v STRING, _op STRING, _binlog_seq LONG, _binlog_pos LONG, _row_index INT, "

@@ -2,8 +2,10 @@
 updates of every column and deletes (in-process), in a keyed table and in a keyless one (whose
 deletes match rows by every column's value)."""
 
+import pytest
+
 from merge_helpers import assert_same_database, job_output, spark_submit, table_rows
-from spark_jobs.merge_batch import run_merge
+from mysql_cdc.spark.merge import run_merge
 
 COLUMNS = """
     ti TINYINT, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED,
@@ -55,9 +57,10 @@ FILL_NULLS = (
 )
 
 
-def test_every_type_round_trips_through_the_merge(make_pipeline, leader, follower, spark, tmp_path):
-    pipeline = make_pipeline()
-    db = pipeline.database
+@pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
+def test_every_type_round_trips_through_the_merge(make_pipeline, spark, tmp_path, flavor):
+    pipeline = make_pipeline(flavor=flavor)
+    leader, follower, db = pipeline.leader, pipeline.follower, pipeline.database
     inserts = [
         f"CREATE DATABASE {db}",
         f"USE {db}",

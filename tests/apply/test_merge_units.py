@@ -7,9 +7,9 @@ import pyarrow as pa
 import pytest
 
 from mysql_cdc.apply.encoding import encode_rows, load_column, load_data_clause
-from mysql_cdc.apply.errors import CheckpointError
+from mysql_cdc.contracts import RangeGapError, ReplayError
 from mysql_cdc.apply.follower import FollowerColumn
-from mysql_cdc.apply.replay import plan_replay
+from mysql_cdc.contracts import plan_replay
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, RowSegment
 
 
@@ -98,7 +98,7 @@ def test_segments_left_to_apply(checkpoint, expected):
 
 
 def test_a_gap_names_both_positions():
-    with pytest.raises(CheckpointError, match=r"starts at binlog.000001:100 .* is at binlog.000001:50"):
+    with pytest.raises(RangeGapError, match=r"gap: range \[binlog.000001:100, .* checkpoint binlog.000001:50"):
         plan_replay(batch_with(ROWS), Checkpoint("p", P("binlog.000001:50")))
 
 
@@ -107,12 +107,12 @@ def test_a_pending_ddl_must_be_the_next_segment():
                          pending_ddl_fingerprint="f")
     assert plan_replay(batch_with(ROWS, DDL, MORE), pending).segments == (DDL, MORE)
     elsewhere = Checkpoint("p", P("binlog.000001:100"), pending_ddl_pos=P("binlog.000001:77"))
-    with pytest.raises(CheckpointError, match="pending DDL at binlog.000001:77"):
+    with pytest.raises(ReplayError, match="pending DDL at binlog.000001:77"):
         plan_replay(batch_with(ROWS, DDL, MORE), elsewhere)
 
 
 def test_one_line_error_digs_the_real_error_out_of_an_executor_report():
-    from spark_jobs.merge_batch import one_line
+    from mysql_cdc.spark.merge import one_line
 
     report = RuntimeError(
         "An exception was thrown from the Python worker. Please see the stack trace below.\n"
@@ -120,4 +120,4 @@ def test_one_line_error_digs_the_real_error_out_of_an_executor_report():
         "mysql_cdc.apply.staging.StagingError: loading staging table stg_x changed values: Data truncated\n"
     )
     assert one_line(report) == "mysql_cdc.apply.staging.StagingError: loading staging table stg_x changed values: Data truncated"
-    assert one_line(CheckpointError("gap: batch b starts at x")) == "gap: batch b starts at x"
+    assert one_line(RangeGapError("gap: batch b starts at x")) == "gap: batch b starts at x"

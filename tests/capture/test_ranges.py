@@ -90,7 +90,7 @@ def test_extract_to_s3_endpoint(leader, leader_settings, s3_bucket, unique_name)
         "s3", endpoint_url=s3_bucket["endpoint_url"], region_name=s3_bucket["region_name"],
         aws_access_key_id=s3_bucket["aws_access_key_id"], aws_secret_access_key=s3_bucket["aws_secret_access_key"],
     )
-    store = open_store(f"s3://{s3_bucket['bucket']}/cdc/root", s3_client=client)
+    store = open_store(f"s3://{s3_bucket['bucket']}/cdc/root", client=client)
     start = leader_position(leader_settings)
     leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id BIGINT UNSIGNED PRIMARY KEY)",
                      f"INSERT INTO {db}.t VALUES (18446744073709551615)"])

@@ -1,6 +1,7 @@
 """The follower side of the merge job, free of Spark so it can be imported anywhere.
 
-- ``replay``: which parts of a batch still need applying, given the follower's checkpoint.
+Which parts of a batch still need applying is ``contracts.replay`` (shared with the Airflow side).
+
 - ``reader``: executor side, reads a table's change rows from storage as Arrow.
 - ``encoding``: Arrow columns -> exact ``LOAD DATA`` text.
 - ``staging``: executor side, per partition: removals into a staging table, final rows into a
@@ -8,5 +9,5 @@
 - ``follower``: driver side, the follower transaction (checkpoint lock, deletes, LOAD DATA) and DDL
   replay with the pending-DDL marker.
 
-``spark_jobs/merge_batch.py`` wires these into the Spark job.
+``mysql_cdc.spark`` runs these from the Spark job.
 """

@@ -7,7 +7,9 @@ class MergeError(RuntimeError):
 
 
 class CheckpointError(MergeError):
-    """The checkpoint is missing, or it does not fit this batch (a gap, a foreign pending DDL)."""
+    """The checkpoint moved while this merge ran (another merge of the pipeline is running).
+    A checkpoint that does not fit the batch at all (none, a gap, a foreign pending DDL) is a
+    ``contracts.ReplayError``, decided by ``contracts.replay`` for both sides."""
 
 
 class FollowerSchemaError(MergeError):

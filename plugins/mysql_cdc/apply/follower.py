@@ -23,14 +23,13 @@ from typing import Iterator, Sequence
 import pymysql
 
 from ..contracts import CHECKPOINT_SCHEMA, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, TableChanges
-from ..contracts import read_checkpoint, write_checkpoint
+from ..contracts import read_checkpoint, require_checkpoint, write_checkpoint
 from ..settings import MySQLSettings
 from ..storage import ObjectStore
 from .connection import connect
 from .encoding import quote_ident
 from .errors import CheckpointError, FollowerDivergedError, FollowerSchemaError, MergeError
 from .faults import crash_point
-from .replay import require_checkpoint
 from .staging import COUNT, RESERVED_PREFIX, ROW, LoadWarningsError, check_load_warnings, load_data, qualified_staging
 
 log = logging.getLogger(__name__)
@@ -123,13 +122,7 @@ class Follower:
     # -- checkpoint ---------------------------------------------------------------------------
 
     def checkpoint(self, pipeline: str) -> Checkpoint:
-        try:
-            checkpoint = read_checkpoint(self.conn, pipeline)
-        except pymysql.MySQLError as exc:
-            if exc.args[0] not in (_ER_NO_SUCH_TABLE, _ER_BAD_DB):
-                raise
-            checkpoint = None  # no checkpoint table at all: same fix as a missing row
-        return require_checkpoint(checkpoint, pipeline)
+        return require_checkpoint(read_checkpoint(self.conn, pipeline), pipeline)
 
     @contextmanager
     def locked(self, expected: Checkpoint, crash_before_commit: bool = False) -> Iterator:

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from ..contracts import TableChanges
 from ..contracts import change_row as cr
-from ..storage import S3Settings, open_store
+from ..storage import StorageSpec
 
 _SIMPLE_TYPES = {
     str(t): t
@@ -83,7 +83,7 @@ def _conform(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
         raise ValueError(f"{where}: the file's types do not match the manifest ({exc})") from exc
 
 
-def read_units(store_uri: str, s3: S3Settings | None, batch_prefix: str, schema: pa.Schema,
+def read_units(storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
                units: list[tuple[str, int, int]], indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body over ``spark.range``: the change rows of the read units whose indexes
     arrive, as record batches."""
@@ -91,7 +91,7 @@ def read_units(store_uri: str, s3: S3Settings | None, batch_prefix: str, schema:
     for index_batch in indexes:
         for index in index_batch.column(0).to_pylist():
             file, part, parts = units[index]
-            store = store or open_store(store_uri, s3)  # one client per task, made on first use
+            store = store or storage.open()  # one client per task, made on first use
             key = f"{batch_prefix}/{file}"
             parquet = pq.ParquetFile(io.BytesIO(store.get_bytes(key)))
             for group in range(part, parquet.num_row_groups, parts):

@@ -39,8 +39,9 @@ import pymysql
 from pymysql.converters import escape_string
 
 from ..contracts import CHECKPOINT_SCHEMA
+from ..contracts import change_row as cr
 from ..settings import MySQLSettings
-from ..storage import S3Settings, open_store
+from ..storage import StorageSpec
 from .connection import connect
 from .encoding import LoadColumn, encode_rows, load_column, load_data_clause, quote_ident
 
@@ -95,12 +96,11 @@ def qualified_staging(name: str) -> str:
 
 @dataclass(frozen=True)
 class StagePlan:
-    """What a task needs; pickled into the Spark closure (MySQLSettings and S3Settings hide their
+    """What a task needs; pickled into the Spark closure (MySQLSettings and StorageSpec hide their
     secrets from repr, so a logged plan shows none)."""
 
     follower: MySQLSettings
-    store_uri: str  # the batch store: load files go under ``scratch_dir`` in it
-    s3: S3Settings | None
+    storage: StorageSpec  # the batch store: load files go under ``scratch_dir`` in it
     table_prefix: str  # staging tables are <table_prefix>_<partition>
     scratch_dir: str  # load files are <scratch_dir>/part-<partition>.tsv
     keyed: bool
@@ -121,11 +121,11 @@ class StagePlan:
 
     def removes(self, ops: pa.Array) -> pa.Array:
         """Which net rows take something out of the follower."""
-        return pc.is_in(ops, pa.array(["U", "D"] if self.keyed else ["D"]))
+        return pc.is_in(ops, pa.array([cr.UPDATE, cr.DELETE] if self.keyed else [cr.DELETE]))
 
     def adds(self, ops: pa.Array) -> pa.Array:
         """Which net rows end up in the follower."""
-        return pc.is_in(ops, pa.array(["I", "U"] if self.keyed else ["I"]))
+        return pc.is_in(ops, pa.array([cr.INSERT, cr.UPDATE] if self.keyed else [cr.INSERT]))
 
 
 class StagingError(RuntimeError):
@@ -236,7 +236,7 @@ def prepare_partition(plan: StagePlan, partition: int, batches) -> dict:
             removals.write(removing, [removing.column(COUNT), row_numbers])
             additions.write(batch.filter(plan.adds(ops)))
             counts["rows"] += batch.num_rows
-            for op, key in (("I", "inserts"), ("U", "upserts"), ("D", "deletes")):
+            for op, key in ((cr.INSERT, "inserts"), (cr.UPDATE, "upserts"), (cr.DELETE, "deletes")):
                 counts[key] += _count(ops, op)
         if removals.rows:
             result["stage"] = staging_name(plan.table_prefix, partition)
@@ -248,7 +248,7 @@ def prepare_partition(plan: StagePlan, partition: int, batches) -> dict:
         if additions.rows:
             additions.close()
             key = f"{plan.scratch_dir}/part-{partition:05d}.tsv"
-            open_store(plan.store_uri, plan.s3).put_file(additions.path, key)
+            plan.storage.open().put_file(additions.path, key)
             result.update(load_file=key, load_columns=additions.clause)
     finally:
         removals.remove()

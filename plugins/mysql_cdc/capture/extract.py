@@ -1,6 +1,8 @@
-"""Extract a binlog range ``[start, end)`` into one change batch.
+"""Extract a binlog range ``[start, end)`` into one change batch: capture from the binlog stream.
 
-``BatchBuilder`` consumes mysql-replication events in binlog order. It tracks two things the
+``BatchBuilder`` consumes mysql-replication events in binlog order and feeds what it finds to a
+``BatchWriter`` (``batch_writer``), which owns the segments and the manifest; a snapshot (a copy
+of tables) is another source for the same writer. It tracks two things the
 library does not: the exact (file, offset) after every event, and whether that offset is a
 transaction boundary. Both ends of a range must be boundaries: the extraction refuses a start or
 end that falls inside a transaction instead of splitting it.
@@ -12,8 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
-import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
 
 import pymysql
@@ -29,17 +30,11 @@ from pymysqlreplication.event import (
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
-from ..contracts import (
-    MANIFEST_NAME,
-    BinlogPosition,
-    ChangeBatch,
-    DdlSegment,
-    PositionRange,
-    RowSegment,
-    batch_id_for,
-    batch_prefix,
-)
-from ..storage import ObjectStore, local_temp_dir
+from ..contracts import BinlogPosition, ChangeBatch, PositionRange
+from ..contracts import change_row as cr
+from ..storage import ObjectStore
+from .batch_writer import BatchWriter
+from .rows import JSON_NULL, JSON_NULL_SOURCE, event_rows
 from .ddl import ParsedStatement, UnparseableDdl, parse_statement
 from .filters import TableFilter
 from ..settings import MySQLSettings
@@ -70,34 +65,18 @@ class _Transaction:
     ends_with_statement: bool = True
 
 
-@dataclass
-class _OpenRowSegment:
-    start: BinlogPosition
-    writers: dict[tuple[str, str], TableChangeWriter] = field(default_factory=dict)
-
-
 class BatchBuilder:
-    def __init__(self, store: ObjectStore, pipeline: str, range_: PositionRange, table_filter: TableFilter,
-                 limits: WriterLimits = WriterLimits(), start_gtid: str | None = None,
-                 server_flavor: str = "mariadb"):
-        self.store = store
-        self.pipeline = pipeline
-        self.range = range_
+    def __init__(self, writer: BatchWriter, table_filter: TableFilter, start_gtid: str | None = None):
+        self.writer = writer
+        self.range = range_ = writer.range
         self.filter = table_filter
-        self.limits = limits
-        self.batch_id = batch_id_for(range_)
-        self.prefix = batch_prefix(pipeline, self.batch_id)
         self.start_gtid = start_gtid
         self.last_gtid = start_gtid
-        self.server_flavor = server_flavor
-        self.tmp_dir = local_temp_dir()
 
         self.file = range_.start.file
         self.position = range_.start  # last transaction boundary passed
         self.txn: _Transaction | None = None
         self.first_event = True
-        self.segments: list = []
-        self.open_rows = _OpenRowSegment(range_.start)
         self.tables: dict[int, TableSpec | None] = {}  # table id -> spec (None: not captured)
 
     # -- positions ----------------------------------------------------------------------------
@@ -254,16 +233,16 @@ class BatchBuilder:
                          self.txn.gtid, str(self.txn.start), event.packet.event_size)
 
     def _read_write_rows(self, event, spec):
-        return "I", [self._row(r["values"], r["none_sources"], spec) for r in event.rows], None
+        return cr.INSERT, [self._row(r["values"], r["none_sources"], spec) for r in event_rows(event)], None
 
     def _read_delete_rows(self, event, spec):
-        return "D", [self._row(r["values"], r["none_sources"], spec) for r in event.rows], None
+        return cr.DELETE, [self._row(r["values"], r["none_sources"], spec) for r in event_rows(event)], None
 
     def _read_update_rows(self, event, spec):
-        rows = event.rows
+        rows = event_rows(event)
         after = [self._row(r["after_values"], r["after_none_sources"], spec) for r in rows]
         before = [self._row(r["before_values"], r["before_none_sources"], spec) for r in rows]
-        return "U", after, before
+        return cr.UPDATE, after, before
 
     _ROW_READERS = {
         WriteRowsEvent: _read_write_rows,
@@ -274,13 +253,22 @@ class BatchBuilder:
     def _row(self, values: dict, none_sources: dict, spec: TableSpec) -> tuple:
         row = tuple(values.values())
         # A None that is not SQL NULL is something the library could not represent: an empty SET
-        # (we restore it) or a zero date (we refuse: writing NULL would silently change data).
+        # or the JSON document null (we restore them), a column missing from a partial row image
+        # or a zero date (we refuse: writing NULL would silently change data).
         if none_sources and any(s != NONE_SOURCE.NULL for s in none_sources.values()):
             fixed = list(row)
             for i, name in enumerate(spec.names):
                 source = none_sources.get(name)
                 if source == NONE_SOURCE.EMPTY_SET:
                     fixed[i] = set()
+                elif source == JSON_NULL_SOURCE:
+                    fixed[i] = JSON_NULL
+                elif source == NONE_SOURCE.COLS_BITMAP:
+                    raise CaptureError(
+                        f"{spec.database}.{spec.table}: a row image without column {name!r}: a session "
+                        "wrote with binlog_row_image=MINIMAL or NOBLOB, whose rows do not say what the "
+                        "column holds. Set binlog_row_image=FULL globally and in every session"
+                    )
                 elif source not in (None, NONE_SOURCE.NULL):
                     raise CaptureError(
                         f"{spec.database}.{spec.table}.{name}: a value the binlog reader cannot "
@@ -291,13 +279,8 @@ class BatchBuilder:
         return row
 
     def _writer_for(self, spec: TableSpec, start: BinlogPosition) -> TableChangeWriter:
-        key = (spec.database, spec.table)
-        writer = self.open_rows.writers.get(key)
-        if writer is None:
-            seg_dir = f"seg-{len(self.segments):05d}"
-            writer = TableChangeWriter(spec, self.store, self.prefix, seg_dir, self.tmp_dir, self.limits)
-            self.open_rows.writers[key] = writer
-        elif writer.spec.signature != spec.signature:
+        writer = self.writer.table_writer(spec)
+        if writer.spec.signature != spec.signature:
             raise CaptureError(
                 f"{spec.database}.{spec.table} changed shape at {start} without a DDL statement in "
                 "the binlog (was it altered with binlog disabled?); re-seed that table on the follower"
@@ -306,37 +289,12 @@ class BatchBuilder:
 
     # -- segments -------------------------------------------------------------------------------
 
-    def _close_rows(self, end: BinlogPosition) -> None:
-        if self.open_rows.writers:
-            tables = tuple(w.finish() for _, w in sorted(self.open_rows.writers.items()))
-            self.segments.append(RowSegment(len(self.segments), self.open_rows.start, end, tables))
-        self.open_rows = _OpenRowSegment(end)
-
     def _emit_ddl(self, parsed: ParsedStatement, query: str, schema: str, txn: _Transaction,
                   after: BinlogPosition) -> None:
-        self._close_rows(txn.start)
-        self.segments.append(
-            DdlSegment(
-                index=len(self.segments), start=txn.start, end=after, schema=schema, statement=query,
-                action=parsed.action, targets=parsed.targets, gtid=txn.gtid,
-            )
-        )
-        self.open_rows = _OpenRowSegment(after)
+        self.writer.add_ddl(txn.start, after, schema, query, parsed.action, parsed.targets, txn.gtid)
 
     def finish(self) -> ChangeBatch:
-        self._close_rows(self.position)
-        shutil.rmtree(self.tmp_dir, ignore_errors=True)
-        return ChangeBatch(
-            pipeline=self.pipeline,
-            batch_id=self.batch_id,
-            start=self.range.start,
-            end=self.range.end,
-            segments=tuple(self.segments),
-            start_gtid=self.start_gtid,
-            end_gtid=self.last_gtid,
-            server_flavor=self.server_flavor,
-            row_count=sum(getattr(s, "row_count", 0) for s in self.segments),
-        )
+        return self.writer.commit(self.position, self.start_gtid, self.last_gtid)
 
     _HANDLERS = {
         MariadbGtidEvent: _on_mariadb_gtid,
@@ -396,23 +354,19 @@ def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, ra
         flavor = leader.flavor
     if range_.empty:
         return None
-    builder = BatchBuilder(store, pipeline, range_, table_filter, limits, start_gtid, flavor)
-    # Re-extraction: the manifest goes first, so a crash below leaves "no batch", never a
-    # manifest that points at half-rewritten files.
-    store.delete_prefix(f"{builder.prefix}/{MANIFEST_NAME}")
-    store.delete_prefix(builder.prefix)
-    try:
-        for event in read_binlog(settings, range_.start):
-            builder.handle(event)
-            if builder.done():
-                break
-        else:
-            raise CaptureError(
-                f"the leader's binlog ended at {builder.position} before the range end {range_.end}"
-            )
-    except _StopReading:
-        pass
-    batch = builder.finish()
-    store.put_bytes(f"{builder.prefix}/{MANIFEST_NAME}", batch.to_json().encode())
+    with BatchWriter(store, pipeline, range_, limits, flavor) as writer:
+        builder = BatchBuilder(writer, table_filter, start_gtid)
+        try:
+            for event in read_binlog(settings, range_.start):
+                builder.handle(event)
+                if builder.done():
+                    break
+            else:
+                raise CaptureError(
+                    f"the leader's binlog ended at {builder.position} before the range end {range_.end}"
+                )
+        except _StopReading:
+            pass
+        batch = builder.finish()
     log.info("extracted %s %s: %d segments, %d rows", pipeline, range_, len(batch.segments), batch.row_count)
     return batch

@@ -25,6 +25,8 @@ from typing import Any, Callable
 import pyarrow as pa
 from pymysqlreplication.constants import FIELD_TYPE
 
+from .rows import JSON_NULL
+
 Converter = Callable[[Any], Any]
 
 
@@ -116,6 +118,8 @@ def _set(col) -> ColumnType:
 
 
 def _json_text(value: Any) -> str:
+    if value is JSON_NULL:
+        return "null"
     if isinstance(value, str):
         return value
 

@@ -155,6 +155,14 @@ class TableChangeWriter:
         self.files.append(rel)
         self._file_rows = self._file_bytes = 0
 
+    def discard(self) -> None:
+        """Close and drop the local file in progress (a failed extraction); nothing is uploaded."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            if os.path.exists(self._local):
+                os.unlink(self._local)
+
     def finish(self) -> TableChanges:
         self._flush_chunk()
         self._close_file()

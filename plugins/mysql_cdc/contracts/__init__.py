@@ -19,9 +19,26 @@ from .batch import (
     batches_prefix,
 )
 from .checkpoint import CHECKPOINT_SCHEMA, Checkpoint, ensure_checkpoint_table, read_checkpoint, write_checkpoint
-from .position import BinlogPosition, InvalidPosition, PositionRange
+from .position import POSITION_PATTERN, BinlogPosition, InvalidPosition, PositionRange
+from .replay import (
+    MissingCheckpointError,
+    RangeGapError,
+    ReplayError,
+    ReplayPlan,
+    already_applied,
+    plan_replay,
+    require_checkpoint,
+)
 
 __all__ = [
+    "POSITION_PATTERN",
+    "MissingCheckpointError",
+    "RangeGapError",
+    "ReplayError",
+    "ReplayPlan",
+    "already_applied",
+    "plan_replay",
+    "require_checkpoint",
     "CHECKPOINT_SCHEMA",
     "MANIFEST_NAME",
     "BinlogPosition",

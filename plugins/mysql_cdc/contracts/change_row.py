@@ -21,7 +21,9 @@ GTID = "_gtid"  # GTID of the transaction where the server has them
 TXN = "_txn"  # FILE:OFFSET where the transaction begins: identifies it on any server, GTIDs or not
 BEFORE = "_before"  # struct of the before-image, set for updates only
 
-OPS = ("I", "U", "D")
+# The values of ``_op``. The merge's net rows reuse them: INSERT (the key is new to the follower),
+# UPDATE (replace the follower's row), DELETE.
+INSERT, UPDATE, DELETE = "I", "U", "D"
 ORDER_COLUMNS = (BINLOG_SEQ, BINLOG_POS, ROW_INDEX)
 
 METADATA_FIELDS: tuple[pa.Field, ...] = (

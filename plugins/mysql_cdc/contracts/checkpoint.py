@@ -52,18 +52,38 @@ def ensure_checkpoint_table(conn) -> None:
             cur.execute(stmt)
 
 
+# "No checkpoint yet" as the server says it: the row, the table or the whole schema is absent.
+# MariaDB answers a query on a missing schema with 1146 (no such table), MySQL with 1049 (unknown
+# database); PyMySQL raises 1146 as ProgrammingError and 1049 as OperationalError, so the test is
+# on the code, never on the exception class.
+_ER_BAD_DB, _ER_NO_SUCH_TABLE = 1049, 1146
+
+
+def _absent(exc: Exception) -> bool:
+    return bool(exc.args) and exc.args[0] in (_ER_BAD_DB, _ER_NO_SUCH_TABLE)
+
+
 def read_checkpoint(conn, pipeline: str, *, for_update: bool = False) -> Checkpoint | None:
-    """The pipeline's checkpoint, or None when it has never run. ``for_update`` locks the row
-    for the rest of the caller's transaction, so two merges of one pipeline serialize."""
+    """The pipeline's checkpoint, or None when it has never run on this follower (no row, no
+    checkpoint table, no ``_mysql_cdc`` schema). The one reader of the checkpoint, for the
+    Airflow side and the merge job alike. ``for_update`` locks the row for the rest of the
+    caller's transaction, so two merges of one pipeline serialize."""
+    import pymysql  # here: the contracts import nothing heavy at module level
+
     sql = (
         f"SELECT pipeline, binlog_file, binlog_pos, gtid, batch_id, pending_ddl_pos, "
         f"pending_ddl_fingerprint, updated_at FROM {CHECKPOINT_TABLE} WHERE pipeline = %s"
     )
     if for_update:
         sql += " FOR UPDATE"
-    with conn.cursor() as cur:
-        cur.execute(sql, (pipeline,))
-        row = cur.fetchone()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, (pipeline,))
+            row = cur.fetchone()
+    except pymysql.MySQLError as exc:
+        if _absent(exc):
+            return None
+        raise
     if row is None:
         return None
     row = tuple(row.values()) if isinstance(row, dict) else row

@@ -13,7 +13,11 @@ import re
 from dataclasses import dataclass
 from functools import total_ordering
 
-_POSITION_RE = re.compile(r"^(?P<file>[^:\s]+\.(?P<seq>\d+)):(?P<offset>\d+)$")
+# FILE.SEQ:OFFSET. One definition: BinlogPosition.parse matches it, and the DAG's trigger form
+# validates its params with it (JSON Schema ``pattern``), so both accept exactly the same text.
+POSITION_PATTERN = r"^[^:\s]+\.[0-9]+:[0-9]+$"
+_FILE_PATTERN = r"[^:\s]+\.[0-9]+"
+_POSITION_RE = re.compile(POSITION_PATTERN)
 
 
 class InvalidPosition(ValueError):
@@ -27,7 +31,7 @@ class BinlogPosition:
     offset: int
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(r"[^:\s]+\.\d+", self.file or ""):
+        if not re.fullmatch(_FILE_PATTERN, self.file or ""):
             raise InvalidPosition(
                 f"binlog file name {self.file!r} does not end in a numeric sequence "
                 "(expected something like 'binlog.000003')"
@@ -37,13 +41,14 @@ class BinlogPosition:
 
     @classmethod
     def parse(cls, text: str) -> "BinlogPosition":
-        match = _POSITION_RE.match((text or "").strip())
-        if not match:
+        text = (text or "").strip()
+        if not _POSITION_RE.match(text):
             raise InvalidPosition(
                 f"{text!r} is not a binlog position; write it as FILE:OFFSET, "
                 "for example 'binlog.000003:1146' (see SHOW BINARY LOGS on the leader)"
             )
-        return cls(match["file"], int(match["offset"]))
+        file, _, offset = text.rpartition(":")
+        return cls(file, int(offset))
 
     @property
     def sequence(self) -> int:

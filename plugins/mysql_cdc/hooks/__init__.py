@@ -4,8 +4,8 @@ from .connections import ConnectionConfigError, MySQLConnectionHook
 from .follower import FollowerHook
 from .leader import LeaderHook
 from .merge_job import MergeJobHook, MergePlan
-from .pipeline import CdcPipelineHook, ChangeStatus, ExtractResult, RangeGapError
-from .storage import BatchStorageHook, batches_uri
+from .pipeline import CdcPipelineHook, ChangeStatus, ExtractResult
+from .storage import BatchStorageHook
 
 __all__ = [
     "BatchStorageHook",
@@ -18,6 +18,4 @@ __all__ = [
     "MergeJobHook",
     "MergePlan",
     "MySQLConnectionHook",
-    "RangeGapError",
-    "batches_uri",
 ]

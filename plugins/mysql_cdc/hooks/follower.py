@@ -6,8 +6,6 @@ merge (the job requires it) and moves it across batches that captured nothing.
 
 from __future__ import annotations
 
-import pymysql
-
 from ..contracts import (
     BinlogPosition,
     ChangeBatch,
@@ -19,9 +17,6 @@ from ..contracts import (
 from ..settings import MySQLSettings
 from .connections import MySQLConnectionHook
 
-_NO_SUCH_TABLE = 1146
-_NO_SUCH_DATABASE = 1049
-
 
 def checkpoint_of(settings: MySQLSettings, pipeline: str) -> Checkpoint | None:
     """The pipeline's checkpoint on the follower; None before the first run created it.
@@ -29,15 +24,24 @@ def checkpoint_of(settings: MySQLSettings, pipeline: str) -> Checkpoint | None:
     A plain function of settings (not a hook method) so the trigger can call it in a worker
     thread without touching Airflow's connection machinery there.
     """
-    conn = settings.connect()
+    conn = connect_follower(settings)
     try:
         return read_checkpoint(conn, pipeline)
-    except pymysql.err.ProgrammingError as exc:
-        if exc.args and exc.args[0] in (_NO_SUCH_TABLE, _NO_SUCH_DATABASE):
-            return None  # no pipeline ever ran against this follower
-        raise
     finally:
         conn.close()
+
+
+def connect_follower(settings: MySQLSettings):
+    """A follower session; a connection failure says it is the follower."""
+    import pymysql
+
+    try:
+        return settings.connect()
+    except pymysql.err.OperationalError as exc:
+        raise ConnectionError(
+            f"cannot connect to the follower at {settings.host}:{settings.port} as {settings.user!r}: "
+            f"{exc.args[-1]}"
+        ) from None
 
 
 class FollowerHook(MySQLConnectionHook):
@@ -56,7 +60,7 @@ class FollowerHook(MySQLConnectionHook):
         Insert-if-absent under a row lock: two first runs racing (a manual trigger beside the
         scheduled one) must not let the later one move a checkpoint the earlier merge advanced.
         """
-        conn = self.settings.connect()
+        conn = connect_follower(self.settings)
         try:
             ensure_checkpoint_table(conn)
             conn.begin()
@@ -79,7 +83,7 @@ class FollowerHook(MySQLConnectionHook):
         as the rows it covers" holds trivially. Compare-and-set: only when the checkpoint sits
         exactly at the batch start with no DDL in flight; otherwise False and the merge job decides.
         """
-        conn = self.settings.connect()
+        conn = connect_follower(self.settings)
         try:
             conn.begin()
             current = read_checkpoint(conn, batch.pipeline, for_update=True)

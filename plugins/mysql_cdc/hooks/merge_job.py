@@ -2,7 +2,12 @@
 
 Deciding whether Spark is needed at all (a batch already covered by the checkpoint is skipped, a
 batch that captured nothing only moves the checkpoint), the job's inputs (the ``mysql_cdc`` zip
-for ``--py-files`` and the 0600 secrets file), and the Spark connection check.
+for ``--py-files`` and the 0600 secrets file), and the submit itself through the Spark provider's
+``SparkSubmitHook``, with the command's arguments built by a pure function (``submit_arguments``).
+
+The driver runs where ``spark-submit`` runs (client deploy mode): the secrets file and the zip are
+paths on this machine, so a connection that asks for ``deploy-mode: cluster`` is refused with a
+message, not discovered as a missing file on some cluster node.
 
 How secrets travel: follower credentials and S3 settings are read from Airflow connections inside
 the task, written to a file readable only by the task's user in a private temp directory, and
@@ -14,21 +19,22 @@ by SparkSubmitHook), in XCom, in the manifest or in a log line.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowFailException
 
-from ..contracts import ChangeBatch, Checkpoint
+from ..contracts import ChangeBatch, Checkpoint, already_applied
 from ..packaging import MERGE_JOB, build_py_files
 from ..settings import SECRETS_ENV, JobSecrets
 from .connections import required_connection
 from .follower import FollowerHook
-from .pipeline import already_applied
 from .storage import BatchStorageHook
 
 SUBMIT = "submit"
@@ -48,6 +54,36 @@ class MergePlan:
 class JobInputs:
     py_files: str
     env: dict[str, str]
+
+
+def submit_arguments(manifest_uri: str, inputs: JobInputs, name: str, conf: Mapping[str, Any],
+                     spark_binary: str) -> dict[str, Any]:
+    """The ``SparkSubmitHook`` arguments of one merge: no secret among them (they travel in the
+    file named by ``inputs.env``), so the command line it logs is safe as it is."""
+    return {
+        "conf": dict(conf),
+        "py_files": inputs.py_files,
+        "name": name,
+        "application_args": ["--manifest-uri", manifest_uri],
+        "env_vars": dict(inputs.env),
+        "spark_binary": spark_binary,
+        "deploy_mode": "client",
+    }
+
+
+def spark_submit_binary(configured: str | None = None) -> str:
+    """The spark-submit to run: the connection's ``spark-binary`` if it names one, else the one on
+    PATH, else the one pyspark installed beside the running Python (``.venv/bin/airflow`` started
+    without the venv on PATH still finds it). None of them: fail now, saying how to fix it."""
+    for candidate in (configured, "spark-submit", str(Path(sys.executable).with_name("spark-submit"))):
+        found = candidate and shutil.which(candidate)
+        if found:
+            return found
+    raise AirflowFailException(
+        "spark-submit was not found on PATH nor beside the running Python "
+        f"({Path(sys.executable).parent}): install pyspark in Airflow's environment (pip install "
+        "pyspark, which brings spark-submit) or put your Spark distribution's bin/ on PATH"
+    )
 
 
 class MergeJobHook(BaseHook):
@@ -71,7 +107,7 @@ class MergeJobHook(BaseHook):
         return BatchStorageHook(self.storage_uri, self.aws_conn_id)
 
     def plan(self, manifest_uri: str) -> MergePlan:
-        """Raises RangeGapError when the batch starts after the checkpoint."""
+        """Raises ReplayError (contracts.replay) when the batch cannot be applied: a gap, no checkpoint."""
         batch = self.storage.read_manifest(manifest_uri)
         checkpoint = self.follower.read_checkpoint(batch.pipeline)
         if already_applied(batch.range, checkpoint, batch.pipeline):
@@ -88,10 +124,34 @@ class MergeJobHook(BaseHook):
         """Move the checkpoint across an empty batch; False if it moved meanwhile (then submit)."""
         return self.follower.advance_over_empty_batch(plan.batch)
 
-    def check_spark_connection(self) -> None:
+    @cached_property
+    def spark_connection(self):
         # SparkSubmitHook falls back to master "yarn" when the connection is missing, which on a
         # machine without YARN fails minutes later with an unrelated-looking error.
-        required_connection(self.spark_conn_id, "Spark")
+        conn = required_connection(self.spark_conn_id, "Spark")
+        if conn.extra_dejson.get("deploy-mode") == "cluster":
+            raise AirflowFailException(
+                f"Spark connection {self.spark_conn_id!r} sets deploy-mode 'cluster', but the merge job's "
+                "driver must run beside this task (it reads the job's secrets file and zip from local "
+                "paths; executors still run on the cluster): remove deploy-mode or set it to 'client'"
+            )
+        return conn
+
+    def submit(self, manifest_uri: str, name: str, conf: Mapping[str, Any]) -> None:
+        """Run the merge job for ``manifest_uri``; raises when spark-submit fails."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        binary = spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary"))
+        with self.job_inputs() as inputs:
+            arguments = submit_arguments(manifest_uri, inputs, name, conf, binary)
+            self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **arguments)
+            self.spark_submit.submit(str(MERGE_JOB))
+
+    def kill(self) -> None:
+        """Stop a running submit (the task was killed or timed out)."""
+        spark_submit = getattr(self, "spark_submit", None)
+        if spark_submit is not None:
+            spark_submit.on_kill()
 
     @contextmanager
     def job_inputs(self) -> Iterator[JobInputs]:
@@ -101,7 +161,7 @@ class MergeJobHook(BaseHook):
                 f"the merge job {MERGE_JOB} does not exist; deploy spark_jobs/ beside plugins/ "
                 "or set MYSQL_CDC_SPARK_JOBS_DIR to its directory"
             )
-        secrets = JobSecrets(follower=self.follower.settings, s3=self.storage.s3_settings())
+        secrets = JobSecrets(follower=self.follower.settings, storage=self.storage.spec())
         tmp = Path(tempfile.mkdtemp(prefix="mysql-cdc-merge-"))  # mode 0700: private to this user
         try:
             py_files = build_py_files(tmp)

@@ -14,15 +14,11 @@ from airflow.sdk import BaseHook
 
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
-from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, PositionRange
+from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, PositionRange, already_applied
 from ..settings import MySQLSettings
 from .follower import FollowerHook, checkpoint_of
 from .leader import LeaderHook
 from .storage import BatchStorageHook
-
-
-class RangeGapError(ValueError):
-    """Applying a range would skip changes: it starts after the checkpoint. Retrying cannot help."""
 
 
 @dataclass(frozen=True)
@@ -51,26 +47,6 @@ def change_status(leader: MySQLSettings, follower: MySQLSettings, pipeline: str)
     with Leader(leader) as server:
         position = server.current_position()
     return ChangeStatus(position, checkpoint.position if checkpoint else None)
-
-
-def already_applied(range_: PositionRange, checkpoint: Checkpoint | None, pipeline: str) -> bool:
-    """True when the checkpoint already covers ``range_``; raises RangeGapError on a gap.
-
-    The merge job enforces the same rule under the checkpoint's row lock; checking it here first
-    lets a bad backfill fail in a second instead of after an extraction and a spark-submit.
-    """
-    if checkpoint is None:
-        raise RangeGapError(
-            f"pipeline {pipeline!r} has no checkpoint on the follower; a regular run creates it "
-            "(from the pipeline's start_position) before anything can be applied"
-        )
-    if checkpoint.position < range_.start:
-        raise RangeGapError(
-            f"range {range_} starts after pipeline {pipeline!r}'s checkpoint {checkpoint.position}: "
-            f"applying it would skip the changes in [{checkpoint.position}, {range_.start}). "
-            f"Start the backfill at or before {checkpoint.position}"
-        )
-    return range_.end <= checkpoint.position
 
 
 @dataclass(frozen=True)

@@ -2,35 +2,19 @@
 
 For ``s3://`` the boto3 client comes from ``S3Hook(aws_conn_id)``, so the connection's extra
 ``endpoint_url`` (MinIO, moto), region, role assumption and credential chain all work as they do for
-every other AWS task. The same connection becomes the ``S3Settings`` handed to the Spark job.
+every other AWS task. The same connection fills the ``StorageSpec`` handed to the Spark job.
 A ``file://`` root needs no connection and never looks one up.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
-from urllib.parse import urlparse
 
 from airflow.sdk import BaseHook
 
-from ..contracts import MANIFEST_NAME, ChangeBatch, batches_prefix
-from ..storage import ObjectStore, S3Settings, StorageError, open_store, read_batch, split_manifest_uri
+from ..contracts import MANIFEST_NAME, ChangeBatch
+from ..storage import ObjectStore, StorageSpec, read_manifest
 from .connections import required_connection
-
-
-def is_s3_uri(uri: str) -> bool:
-    return urlparse(uri).scheme in ("s3", "s3a")
-
-
-def storage_root(uri: str) -> str:
-    """One spelling per root: no trailing slash, ``s3a://`` (Hadoop's name) written ``s3://``."""
-    root = uri.rstrip("/")
-    return "s3://" + root[len("s3a://"):] if root.startswith("s3a://") else root
-
-
-def batches_uri(storage_uri: str, pipeline: str) -> str:
-    """The pipeline's batch directory as a URI, with no I/O (DAG files call it at parse time)."""
-    return f"{storage_root(storage_uri)}/{batches_prefix(pipeline).rstrip('/')}"
 
 
 class BatchStorageHook(BaseHook):
@@ -48,7 +32,7 @@ class BatchStorageHook(BaseHook):
 
     @property
     def is_s3(self) -> bool:
-        return is_s3_uri(self.storage_uri)
+        return StorageSpec(self.storage_uri).scheme == "s3"
 
     @cached_property
     def s3_hook(self):
@@ -62,31 +46,25 @@ class BatchStorageHook(BaseHook):
 
     @cached_property
     def store(self) -> ObjectStore:
-        return open_store(self.storage_uri, s3_client=self.s3_hook.get_conn() if self.is_s3 else None)
+        return StorageSpec(self.storage_uri).open(client=self.s3_hook.get_conn() if self.is_s3 else None)
 
-    def s3_settings(self) -> S3Settings | None:
-        """What the Spark job needs to reach the same bucket; None for ``file://`` storage."""
+    def spec(self) -> StorageSpec:
+        """The store with the options a process outside Airflow (the Spark job) needs to reach it."""
         if not self.is_s3:
-            return None
+            return StorageSpec(self.storage_uri)
         hook = self.s3_hook
         credentials = hook.get_credentials()  # also masks the secret key and token in task logs
-        return S3Settings(
-            endpoint_url=hook.conn_config.get_service_endpoint_url("s3"),
-            region_name=hook.conn_region_name,
-            aws_access_key_id=credentials.access_key,
-            aws_secret_access_key=credentials.secret_key,
-            aws_session_token=credentials.token,
-        )
+        return StorageSpec(self.storage_uri, {
+            "endpoint_url": hook.conn_config.get_service_endpoint_url("s3"),
+            "region_name": hook.conn_region_name,
+            "aws_access_key_id": credentials.access_key,
+            "aws_secret_access_key": credentials.secret_key,
+            "aws_session_token": credentials.token,
+        })
 
     def manifest_uri(self, batch: ChangeBatch) -> str:
         return self.store.uri_of(f"{batch.prefix}/{MANIFEST_NAME}")
 
     def read_manifest(self, manifest_uri: str) -> ChangeBatch:
         """The batch a manifest URI names; it must live under this hook's storage root."""
-        root, prefix = split_manifest_uri(manifest_uri)
-        if storage_root(root) != storage_root(self.store.uri):
-            raise StorageError(f"manifest {manifest_uri} is not under the pipeline's storage root {self.store.uri}")
-        batch = read_batch(self.store, prefix)
-        if batch is None:
-            raise StorageError(f"no batch at {manifest_uri}: its manifest does not exist")
-        return batch
+        return read_manifest(self.store, manifest_uri)

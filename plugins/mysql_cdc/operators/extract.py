@@ -12,8 +12,10 @@ from ..backfill import BackfillParamError, backfill_range
 from ..capture.filters import TableFilter
 from ..hooks.follower import FollowerHook
 from ..hooks.leader import LeaderHook
-from ..hooks.pipeline import CdcPipelineHook, RangeGapError
-from ..hooks.storage import BatchStorageHook, batches_uri
+from ..contracts import ReplayError
+from ..hooks.pipeline import CdcPipelineHook
+from ..hooks.storage import BatchStorageHook
+from ..storage import batches_uri
 
 
 def batches_asset(storage_uri: str, pipeline: str) -> Asset:
@@ -59,7 +61,7 @@ class CdcExtractOperator(BaseOperator):
     def execute(self, context: Context) -> str:
         try:
             result = self.hook.extract(backfill_range(context["params"]))
-        except (BackfillParamError, RangeGapError) as exc:
+        except (BackfillParamError, ReplayError) as exc:
             raise AirflowFailException(str(exc)) from None  # retrying cannot fix a bad range
         if result.batch is None:
             raise AirflowSkipException(f"nothing to extract: {result.range} is empty")

@@ -13,7 +13,8 @@ DAG_FILE = REPO_ROOT / "dags" / "mysql_cdc_pipelines.py"
 ENTRY = {"name": "shop_cdc", "leader_conn_id": "shop_leader", "follower_conn_id": "shop_follower",
          "storage_uri": "s3://lake/cdc", "aws_conn_id": "lake_aws", "spark_conn_id": "spark_yarn",
          "include": ["shop.*"], "exclude": ["shop.tmp_*"], "start_position": "earliest",
-         "wait_timeout": 20, "poke_interval": 4, "retries": 5, "retry_delay": 10}
+         "wait_timeout": 20, "poke_interval": 4, "retries": 5, "retry_delay": 10,
+         "spark_conf": {"spark.executor.memory": "2g"}}
 
 
 def pipelines_file(tmp_path: Path, *entries: dict) -> Path:
@@ -56,7 +57,8 @@ def test_dag_shape(monkeypatch, tmp_path):
         assert task.retry_delay == timedelta(seconds=10)
         assert task.retry_exponential_backoff == 2.0
     assert wait.retries == 0  # a failed wait is a real error; the next scheduled run waits again
-    assert merge.application.endswith("spark_jobs/merge_batch.py")
+    assert merge.name == "mysql-cdc-merge-shop_cdc"
+    assert merge.conf == {"spark.executor.memory": "2g"}
     assert merge.manifest_uri.operator is extract  # the extract's XCom, resolved at run time
 
 

@@ -6,7 +6,7 @@ import asyncio
 import json
 
 import pytest
-from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 from mysql_cdc.hooks import BatchStorageHook, ConnectionConfigError, FollowerHook, LeaderHook, MergeJobHook
 
@@ -64,10 +64,18 @@ def test_missing_aws_connection_is_named_not_silently_replaced():
 def test_file_storage_never_looks_up_the_aws_connection(tmp_path):
     hook = BatchStorageHook(f"file://{tmp_path}", aws_conn_id="cdc_no_such_aws")
     assert hook.store.uri == f"file://{tmp_path}"
-    assert hook.s3_settings() is None
+    assert hook.spec().options == {}
 
 
 def test_missing_spark_connection_is_named():
     hook = MergeJobHook("mysql_follower", "file:///tmp/x", None, "cdc_no_such_spark")
     with pytest.raises(AirflowNotFoundException, match="Spark connection 'cdc_no_such_spark' is not defined"):
-        hook.check_spark_connection()
+        hook.spark_connection
+
+
+def test_a_cluster_deploy_mode_is_refused_with_the_reason(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_CLUSTER_SPARK", json.dumps(
+        {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 7077, "extra": {"deploy-mode": "cluster"}}))
+    hook = MergeJobHook("mysql_follower", "file:///tmp/x", None, "cdc_cluster_spark")
+    with pytest.raises(AirflowFailException, match="deploy-mode 'cluster'.*set it to 'client'"):
+        hook.spark_connection

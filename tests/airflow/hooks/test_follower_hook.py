@@ -1,4 +1,4 @@
-"""FollowerHook against the session's real MariaDB follower: the checkpoint row."""
+"""FollowerHook against the session's real followers (MariaDB and MySQL): the checkpoint row."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ P2 = BinlogPosition("binlog.000001", 900)
 P3 = BinlogPosition("binlog.000002", 4)
 
 
-@pytest.fixture
-def hook(monkeypatch, follower_user) -> FollowerHook:
+@pytest.fixture(params=["mariadb", "mysql"])
+def hook(request, monkeypatch) -> FollowerHook:
+    follower_user = request.getfixturevalue("follower_user" if request.param == "mariadb" else "mysql_follower_user")
     monkeypatch.setenv("AIRFLOW_CONN_CDC_TEST_FOLLOWER", json.dumps(
         {"conn_type": "mysql", "host": follower_user["host"], "port": follower_user["port"],
          "login": follower_user["user"], "password": follower_user["password"]}))
@@ -51,3 +52,17 @@ def test_advance_over_an_empty_batch_is_compare_and_set(hook, unique_name):
 def test_advance_refuses_an_unknown_pipeline(hook, unique_name):
     assert not hook.advance_over_empty_batch(empty_batch(unique_name, P1, P2))
     assert hook.read_checkpoint(unique_name) is None
+
+
+def test_a_fresh_mysql_follower_has_no_checkpoint_until_the_first_run(monkeypatch, mysql_follower, mysql_follower_user,
+                                                                       unique_name):
+    """MySQL answers a query on a missing schema with 1049 (OperationalError in PyMySQL), MariaDB
+    with 1146: both mean "no checkpoint yet", and the first run creates the schema."""
+    mysql_follower.run_sql(["DROP DATABASE IF EXISTS _mysql_cdc"])
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_FRESH_MYSQL", json.dumps(
+        {"conn_type": "mysql", "host": mysql_follower_user["host"], "port": mysql_follower_user["port"],
+         "login": mysql_follower_user["user"], "password": mysql_follower_user["password"]}))
+    hook = FollowerHook("cdc_fresh_mysql")
+    assert hook.read_checkpoint(unique_name) is None
+    assert hook.initialize_checkpoint(unique_name, P1).position == P1
+    assert hook.read_checkpoint(unique_name).position == P1

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from mysql_cdc.contracts import BinlogPosition, ChangeBatch, DdlSegment, DdlTarget, PositionRange, batch_id_for
-from mysql_cdc.hooks import MergeJobHook, RangeGapError
+from mysql_cdc.contracts import (
+    BinlogPosition, ChangeBatch, DdlSegment, DdlTarget, MissingCheckpointError, PositionRange, RangeGapError,
+    batch_id_for,
+)
+from mysql_cdc.hooks import MergeJobHook
 from mysql_cdc.hooks import merge_job
 from mysql_cdc.hooks.merge_job import ADVANCE, SKIP, SUBMIT
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets
@@ -51,7 +54,7 @@ def test_plan(hook, unique_name):
 
 
 def test_plan_refuses_a_gap_and_a_pipeline_without_checkpoint(hook, unique_name):
-    with pytest.raises(RangeGapError, match="has no checkpoint on the follower"):
+    with pytest.raises(MissingCheckpointError, match="the follower has no checkpoint for pipeline"):
         hook.plan(stored(hook, batch(unique_name, P1, P2, ddl=True)))
     hook.follower.initialize_checkpoint(unique_name, P1)
     with pytest.raises(RangeGapError, match=r"would skip the changes in \[binlog.000001:4, binlog.000001:900\)"):
@@ -69,7 +72,7 @@ def test_job_inputs_live_only_while_submitting(hook, follower_user, monkeypatch,
         assert stat.S_IMODE(secrets_file.parent.stat().st_mode) == 0o700
         secrets = JobSecrets.read(str(secrets_file))
         assert (secrets.follower.user, secrets.follower.password) == (follower_user["user"], follower_user["password"])
-        assert secrets.s3 is None  # file:// storage
+        assert secrets.storage.options == {}  # file:// storage: nothing to reach it with
         with zipfile.ZipFile(inputs.py_files) as zf:
             assert "mysql_cdc/contracts/checkpoint.py" in zf.namelist()
     assert not secrets_file.parent.exists()

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, PositionRange, batch_id_for
-from mysql_cdc.hooks import BatchStorageHook, batches_uri
+from mysql_cdc.hooks import BatchStorageHook
+from mysql_cdc.storage import batches_uri
 from mysql_cdc.storage import StorageError
 
 
@@ -33,20 +34,21 @@ def test_s3_store_and_job_settings_come_from_the_aws_connection(s3_conn):
     assert uri == f"s3://{s3_conn['bucket']}/cdc/shop/batches/{batch.batch_id}/manifest.json"
     assert hook.read_manifest(uri) == batch
 
-    settings = hook.s3_settings()
-    assert settings.endpoint_url == s3_conn["endpoint_url"]
-    assert settings.region_name == "eu-west-3"
-    assert (settings.aws_access_key_id, settings.aws_secret_access_key) == (
+    spec = hook.spec()
+    assert spec.uri == f"s3://{s3_conn['bucket']}/cdc"
+    assert spec.options["endpoint_url"] == s3_conn["endpoint_url"]
+    assert spec.options["region_name"] == "eu-west-3"
+    assert (spec.options["aws_access_key_id"], spec.options["aws_secret_access_key"]) == (
         s3_conn["aws_access_key_id"], s3_conn["aws_secret_access_key"])
-    assert s3_conn["aws_secret_access_key"] not in repr(settings)
-    # what the Spark job will do with them: reach the same object
-    assert settings.client().get_object(Bucket=s3_conn["bucket"], Key=f"cdc/{batch.prefix}/manifest.json")
+    assert s3_conn["aws_secret_access_key"] not in repr(spec)
+    # what the Spark job will do with it: reach the same batch
+    assert spec.open().get_bytes(f"{batch.prefix}/manifest.json") == batch.to_json().encode()
 
 
 def test_file_store_and_manifest_errors(tmp_path):
     hook = BatchStorageHook(f"file://{tmp_path}")
     batch = a_batch()
-    with pytest.raises(StorageError, match="its manifest does not exist"):
+    with pytest.raises(StorageError, match="its manifest.json does not exist"):
         hook.read_manifest(f"file://{tmp_path}/shop/batches/{batch.batch_id}/manifest.json")
     with pytest.raises(StorageError, match="is not under the pipeline's storage root"):
         hook.read_manifest(f"file:///elsewhere/shop/batches/{batch.batch_id}/manifest.json")

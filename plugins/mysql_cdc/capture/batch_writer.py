@@ -1,0 +1,123 @@
+"""Writes one change batch: its segments in order, then its manifest, last.
+
+The part of capture that does not care where rows come from. The binlog stream reader
+(``stream``) feeds it row changes and DDL as it meets them; a table copy (the snapshot) feeds it
+rows of a table read at one position. Either way:
+
+- ``begin`` removes what a previous attempt at the same range left (the manifest first, so a
+  crash below leaves "no batch", never a manifest pointing at half-rewritten files);
+- row changes go to one ``TableChangeWriter`` per table of the open row segment; a DDL closes
+  the open row segment and is a segment of its own;
+- ``commit`` writes ``manifest.json``: the batch exists from that moment on;
+- local temp files are removed however the writer is left (``with BatchWriter(...)``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+
+from ..contracts import (
+    MANIFEST_NAME,
+    BinlogPosition,
+    ChangeBatch,
+    DdlSegment,
+    DdlTarget,
+    PositionRange,
+    RowSegment,
+    batch_id_for,
+    batch_prefix,
+)
+from ..storage import ObjectStore, local_temp_dir
+from .writer import TableChangeWriter, TableSpec, WriterLimits
+
+
+@dataclass
+class _OpenRowSegment:
+    start: BinlogPosition
+    writers: dict[tuple[str, str], TableChangeWriter] = field(default_factory=dict)
+
+
+class BatchWriter:
+    def __init__(self, store: ObjectStore, pipeline: str, range_: PositionRange,
+                 limits: WriterLimits = WriterLimits(), server_flavor: str = "mariadb"):
+        self.store = store
+        self.pipeline = pipeline
+        self.range = range_
+        self.limits = limits
+        self.server_flavor = server_flavor
+        self.batch_id = batch_id_for(range_)
+        self.prefix = batch_prefix(pipeline, self.batch_id)
+        self.segments: list = []
+        self.open_rows = _OpenRowSegment(range_.start)
+        self.tmp_dir: str | None = None
+
+    def __enter__(self) -> "BatchWriter":
+        self.begin()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def begin(self) -> None:
+        self.store.delete_prefix(f"{self.prefix}/{MANIFEST_NAME}")
+        self.store.delete_prefix(self.prefix)
+        self.tmp_dir = local_temp_dir()
+
+    def close(self) -> None:
+        """Drop local temp files (partial Parquet files of a failed extraction included)."""
+        for writer in self.open_rows.writers.values():
+            writer.discard()
+        if self.tmp_dir:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            self.tmp_dir = None
+
+    # -- rows -----------------------------------------------------------------------------------
+
+    def table_writer(self, spec: TableSpec) -> TableChangeWriter:
+        """The writer of ``spec``'s table in the open row segment (the existing one, if any: the
+        caller compares its ``spec.signature`` to tell a shape change)."""
+        key = (spec.database, spec.table)
+        writer = self.open_rows.writers.get(key)
+        if writer is None:
+            seg_dir = f"seg-{len(self.segments):05d}"
+            writer = TableChangeWriter(spec, self.store, self.prefix, seg_dir, self.tmp_dir, self.limits)
+            self.open_rows.writers[key] = writer
+        return writer
+
+    def close_rows(self, end: BinlogPosition) -> None:
+        """End the open row segment at the transaction boundary ``end``."""
+        if self.open_rows.writers:
+            tables = tuple(w.finish() for _, w in sorted(self.open_rows.writers.items()))
+            self.segments.append(RowSegment(len(self.segments), self.open_rows.start, end, tables))
+        self.open_rows = _OpenRowSegment(end)
+
+    # -- DDL ------------------------------------------------------------------------------------
+
+    def add_ddl(self, start: BinlogPosition, end: BinlogPosition, schema: str, statement: str, action: str,
+                targets: tuple[DdlTarget, ...], gtid: str | None) -> None:
+        self.close_rows(start)
+        self.segments.append(DdlSegment(
+            index=len(self.segments), start=start, end=end, schema=schema, statement=statement,
+            action=action, targets=targets, gtid=gtid,
+        ))
+        self.open_rows = _OpenRowSegment(end)
+
+    # -- the manifest ---------------------------------------------------------------------------
+
+    def commit(self, end: BinlogPosition, start_gtid: str | None, end_gtid: str | None) -> ChangeBatch:
+        """Close the last row segment at ``end`` and write the manifest: the batch now exists."""
+        self.close_rows(end)
+        batch = ChangeBatch(
+            pipeline=self.pipeline,
+            batch_id=self.batch_id,
+            start=self.range.start,
+            end=self.range.end,
+            segments=tuple(self.segments),
+            start_gtid=start_gtid,
+            end_gtid=end_gtid,
+            server_flavor=self.server_flavor,
+            row_count=sum(getattr(s, "row_count", 0) for s in self.segments),
+        )
+        self.store.put_bytes(f"{self.prefix}/{MANIFEST_NAME}", batch.to_json().encode())
+        return batch

@@ -1,0 +1,88 @@
+"""Exactly-once: which part of a range or batch the follower still needs, given its checkpoint.
+
+A checkpoint is a transaction boundary P: the follower equals the leader as of P. This is the
+one definition of the rule; the Airflow side asks it before starting Spark (a bad backfill fails
+in a second), the merge job asks it again under the checkpoint's row lock.
+
+- ``end <= P``: everything is already applied: a no-op (replays and backfills of applied ranges).
+- ``start > P``: the changes in ``[P, start)`` were never applied: a gap, an error.
+- otherwise the segments whose ``end > P`` are applied in order; inside the one segment that may
+  straddle P (a batch re-extracted with other boundaries), a row is applied iff its event
+  position is ``>= P`` (``mysql_cdc.spark.transforms.after_checkpoint``).
+- a checkpoint carrying a pending-DDL marker at Q must continue with the DDL segment starting at
+  Q: the marker says "this DDL may or may not have run", and only that segment can settle it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .batch import ChangeBatch, DdlSegment, Segment
+from .checkpoint import Checkpoint
+from .position import PositionRange
+
+
+class ReplayError(ValueError):
+    """The range cannot be applied on this checkpoint; retrying cannot help."""
+
+
+class MissingCheckpointError(ReplayError):
+    """The follower has no checkpoint for the pipeline."""
+
+
+class RangeGapError(ReplayError):
+    """The range starts after the checkpoint: applying it would skip changes."""
+
+
+def require_checkpoint(checkpoint: Checkpoint | None, pipeline: str) -> Checkpoint:
+    if checkpoint is None:
+        raise MissingCheckpointError(
+            f"the follower has no checkpoint for pipeline {pipeline!r} (table `_mysql_cdc`.`checkpoint`): "
+            "a regular run of the pipeline's DAG creates it from its start_position before anything "
+            "is applied; run the DAG without a range first"
+        )
+    return checkpoint
+
+
+def already_applied(range_: PositionRange, checkpoint: Checkpoint | None, pipeline: str) -> bool:
+    """True when ``checkpoint`` covers all of ``range_``; raises on a gap or no checkpoint."""
+    position = require_checkpoint(checkpoint, pipeline).position
+    if position < range_.start:
+        raise RangeGapError(
+            f"gap: range {range_} starts after pipeline {pipeline!r}'s checkpoint {position}: applying it "
+            f"would skip the changes in [{position}, {range_.start}). Extract and apply from {position} "
+            f"(a range starting at or before it)"
+        )
+    return range_.end <= position
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    segments: tuple[Segment, ...]  # still to apply, in binlog order
+
+    @property
+    def noop(self) -> bool:
+        return not self.segments
+
+
+def plan_replay(batch: ChangeBatch, checkpoint: Checkpoint | None) -> ReplayPlan:
+    if already_applied(batch.range, checkpoint, batch.pipeline):
+        return ReplayPlan(())
+    position = checkpoint.position
+    segments = tuple(s for s in batch.segments if s.end > position)
+    pending = checkpoint.pending_ddl_pos
+    if pending is not None:
+        first = segments[0] if segments else None
+        if not (isinstance(first, DdlSegment) and first.start == pending):
+            raise ReplayError(
+                f"the checkpoint of pipeline {batch.pipeline!r} has a pending DDL at {pending}, but "
+                f"batch {batch.batch_id} continues with {_describe(first)}; apply the batch that holds "
+                f"that DDL (a range starting at {pending})"
+            )
+    return ReplayPlan(segments)
+
+
+def _describe(segment: Segment | None) -> str:
+    if segment is None:
+        return "nothing (only transactions without captured changes)"
+    return f"a {segment.kind} segment at [{segment.start}, {segment.end})"

@@ -1,0 +1,266 @@
+"""The merge job's steps: apply one change batch to the follower, exactly once.
+
+Per segment of the batch, in binlog order, through ``SEGMENT_APPLIERS`` (dispatch by the
+manifest's segment kind, so a new kind of segment is a new function, not a branch):
+
+- ``ddl``: replayed on the follower, crash-safe through the checkpoint's pending-DDL marker.
+- ``rows``: for each table, executors read its Parquet files (``read_changes``), keep the rows
+  after the checkpoint, net them (``transforms``) and prepare them in parallel (``stage``:
+  removals into staging tables in the follower, final rows into load files); then the driver
+  applies all tables of the segment and moves the checkpoint in ONE follower transaction
+  (``mysql_cdc.apply.follower``), which LOADs the files straight into the tables.
+
+``run_merge`` is the in-process entry point; ``spark_jobs/merge_batch.py`` only wires it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Callable, Union
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..apply.faults import crash_point
+from ..apply.follower import Follower, FollowerColumn, StagedTable
+from ..apply.reader import change_schema, read_plan, read_units
+from ..apply.staging import (
+    PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, scratch_prefix, scratch_segment_prefix,
+    staging_prefix, staging_segment_prefix, staging_table_prefix,
+)
+from ..contracts import ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, TableChanges, plan_replay
+from ..settings import JobSecrets
+from ..storage import ObjectStore, StorageSpec, read_manifest
+from .transforms import after_checkpoint, net_changes
+
+log = logging.getLogger("mysql_cdc.merge")
+
+
+# -- reading and staging --------------------------------------------------------------------------
+
+
+def _spark_schema(arrow_schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema)
+
+
+def read_changes(spark: SparkSession, storage: StorageSpec, batch_prefix: str, table: TableChanges) -> DataFrame:
+    """The table's change rows, read by the executors through mysql_cdc.storage (see reader)."""
+    schema = change_schema(table)
+    units = read_plan(table, spark.sparkContext.defaultParallelism)
+    indexes = spark.range(0, len(units), 1, numPartitions=max(1, len(units)))
+    return indexes.mapInArrow(partial(read_units, storage, batch_prefix, schema, units), _spark_schema(schema))
+
+
+def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
+    """Prepare the net rows for the follower transaction from the executors, in parallel: each
+    partition's removals into a staging table, its final rows into a load file; returns one
+    result per non-empty partition (staging table, load file, per-op counts)."""
+    tagged = net.withColumn(PARTITION, F.spark_partition_id())
+    results = tagged.mapInArrow(partial(prepare_partitions, plan), _spark_schema(RESULT_SCHEMA)).collect()
+    return [r.asDict() for r in results]
+
+
+# -- the job ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class TableReport:
+    table: str
+    rows_in: int  # change rows of the table in the segment
+    net_rows: int = 0  # rows staged after netting
+    rows_written: int = 0  # rows deleted + inserted in the follower table
+    stage_seconds: float = 0.0  # read, net and load into staging (executors)
+    apply_seconds: float = 0.0  # the table's statements in the follower transaction
+
+    @property
+    def seconds(self) -> float:
+        return self.stage_seconds + self.apply_seconds
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows_in / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class MergeSummary:
+    pipeline: str
+    batch_id: str
+    noop: bool
+    checkpoint: str
+    segments_applied: int = 0
+    seconds: float = 0.0
+    tables: list[TableReport] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        body = asdict(self)
+        for report, data in zip(self.tables, body["tables"]):
+            data["seconds"] = round(report.seconds, 3)
+            data["rows_per_second"] = round(report.rows_per_second, 1)
+        return json.dumps(body, sort_keys=True)
+
+
+SparkProvider = Union[SparkSession, Callable[[], SparkSession]]
+_STAGING_THREADS = 4
+
+
+@dataclass
+class _Context:
+    spark: Callable[[], SparkSession]
+    secrets: JobSecrets
+    store: ObjectStore
+    batch: ChangeBatch
+    follower: Follower
+    summary: MergeSummary
+
+
+def _stage_plan(ctx: _Context, segment: RowSegment, index: int, table: TableChanges,
+                columns: tuple[FollowerColumn, ...]) -> StagePlan:
+    # (batch column, follower column) pairs; a keyed table's deletes need only its key, a keyless
+    # row is named by all its values. Batch names address the Arrow data, follower columns give
+    # the staging DDL (names compare case-insensitively in MySQL).
+    pairs = list(zip(table.columns, columns))
+    keys = {k.lower() for k in table.key_columns}
+    removal = [p for p in pairs if p[0].name.lower() in keys] if keys else pairs
+    return StagePlan(
+        follower=ctx.secrets.follower,
+        storage=ctx.secrets.storage,
+        table_prefix=staging_table_prefix(ctx.batch.pipeline, segment.index, index),
+        scratch_dir=f"{scratch_segment_prefix(ctx.batch.pipeline, segment.index)}{index:03d}",
+        keyed=bool(keys),
+        columns=tuple(c.name for c in table.columns),
+        mysql_types=tuple(c.mysql_type for c in table.columns),
+        insert_columns=tuple(c.name for c, f in pairs if not f.generated),
+        removal_columns=tuple(c.name for c, _ in removal),
+        removal_ddl=tuple(f.staging_ddl() for _, f in removal),
+    )
+
+
+def _stage_table(ctx: _Context, segment: RowSegment, index: int, table: TableChanges,
+                 columns: tuple[FollowerColumn, ...], checkpoint: Checkpoint, report: TableReport) -> StagedTable:
+    started = time.monotonic()
+    spark = ctx.spark()
+    changes = read_changes(spark, ctx.secrets.storage, ctx.batch.prefix, table)
+    net = net_changes(after_checkpoint(changes, checkpoint.position), table)
+    plan = _stage_plan(ctx, segment, index, table, columns)
+    staged = StagedTable(table, columns, tuple(stage(net, plan)))
+    report.net_rows = staged.total("rows")
+    report.stage_seconds = time.monotonic() - started
+    return staged
+
+
+def _drop_prepared(ctx: _Context, segment: RowSegment) -> None:
+    ctx.follower.drop_staging(staging_segment_prefix(ctx.batch.pipeline, segment.index))
+    ctx.store.delete_prefix(scratch_segment_prefix(ctx.batch.pipeline, segment.index))
+
+
+def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint) -> Checkpoint:
+    """Stage every table of the segment, then apply them all and move the checkpoint to the
+    segment's end in one follower transaction."""
+    reports = [TableReport(t.qualified_name, t.row_count) for t in segment.tables]
+    # every table is checked before anything is staged: a bad table leaves the follower untouched
+    columns = [ctx.follower.check_table(t) for t in segment.tables]
+    try:
+        ctx.spark()  # start Spark (if this is its first use) before the threads below share it
+        # The tables' Spark jobs run concurrently: a small table's job is mostly latency (task
+        # scheduling, Python workers, follower round trips), which overlaps well.
+        with ThreadPoolExecutor(max_workers=_STAGING_THREADS) as pool:
+            futures = [
+                pool.submit(_stage_table, ctx, segment, i, table, columns[i], checkpoint, reports[i])
+                for i, table in enumerate(segment.tables)
+                if table.files
+            ]
+            staged = [f.result() for f in futures]
+        crash_point("after_staging")
+        done = Checkpoint(
+            ctx.batch.pipeline, segment.end,
+            # a segment's last GTID is only known when it ends the batch
+            ctx.batch.end_gtid if segment.end == ctx.batch.end else None,
+            ctx.batch.batch_id,
+        )
+        started = time.monotonic()
+        applied = ctx.follower.apply_rows(checkpoint, [s for s in staged if s.stages], ctx.store, done)
+        commit_seconds = time.monotonic() - started - sum(seconds for _, seconds in applied.values())
+    except BaseException:
+        try:
+            _drop_prepared(ctx, segment)
+        except Exception:  # noqa: BLE001 - the next attempt drops them; keep the real error
+            log.warning("could not drop the staging tables and load files of segment %d", segment.index,
+                        exc_info=True)
+        raise
+    _drop_prepared(ctx, segment)
+    for report in reports:
+        report.rows_written, report.apply_seconds = applied.get(report.table, (0, 0.0))
+        log.info(
+            "merged %s: %d change rows in, %d net rows, %d rows written, %.2f s (stage %.2f s, apply %.2f s), "
+            "%.0f rows/s",
+            report.table, report.rows_in, report.net_rows, report.rows_written, report.seconds,
+            report.stage_seconds, report.apply_seconds, report.rows_per_second,
+        )
+    log.info("committed segment %d up to %s (lock, checkpoint, commit: %.2f s)", segment.index, segment.end,
+             commit_seconds)
+    ctx.summary.tables.extend(reports)
+    return done
+
+
+def apply_ddl_segment(ctx: _Context, segment: DdlSegment, checkpoint: Checkpoint) -> Checkpoint:
+    log.info("replaying DDL at %s: %s", segment.start, segment.statement[:200])
+    return ctx.follower.replay_ddl(ctx.batch, segment, checkpoint)
+
+
+# segment kind (the manifest's "kind") -> how it is applied; every kind the contract knows is here
+SEGMENT_APPLIERS: dict[str, Callable[[_Context, Segment, Checkpoint], Checkpoint]] = {
+    "ddl": apply_ddl_segment,
+    "rows": apply_row_segment,
+}
+
+
+def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> MergeSummary:
+    """Apply the batch at ``manifest_uri``; the in-process entry point (``main`` wraps it).
+    ``spark`` may be a session or a function returning one: a batch that needs no Spark work
+    (a no-op replay, DDL only) then never starts it."""
+    started = time.monotonic()
+    get_spark = (lambda: spark) if isinstance(spark, SparkSession) else spark
+    store = secrets.storage.open()
+    batch = read_manifest(store, manifest_uri)
+    with Follower(secrets.follower) as follower:
+        checkpoint = follower.checkpoint(batch.pipeline)
+        plan = plan_replay(batch, checkpoint)
+        summary = MergeSummary(batch.pipeline, batch.batch_id, plan.noop, str(checkpoint.position))
+        if plan.noop:
+            log.info("batch %s ends at %s, at or before the checkpoint %s: nothing to do",
+                     batch.batch_id, batch.end, checkpoint.position)
+            return summary
+        ctx = _Context(get_spark, secrets, store, batch, follower, summary)
+        # leftovers of a crashed attempt
+        follower.drop_staging(staging_prefix(batch.pipeline))
+        store.delete_prefix(scratch_prefix(batch.pipeline))
+        for segment in plan.segments:
+            checkpoint = SEGMENT_APPLIERS[segment.kind](ctx, segment, checkpoint)
+            summary.segments_applied += 1
+        if checkpoint.position < batch.end:
+            # the batch ends with transactions that touched no captured table
+            done = Checkpoint(batch.pipeline, batch.end, batch.end_gtid, batch.batch_id)
+            follower.advance(checkpoint, done)
+            checkpoint = done
+    summary.checkpoint = str(checkpoint.position)
+    summary.seconds = round(time.monotonic() - started, 3)
+    log.info("batch %s applied: checkpoint now %s (%.1f s)", batch.batch_id, checkpoint.position, summary.seconds)
+    return summary
+
+
+def one_line(exc: BaseException) -> str:
+    """The error as one line. A failure inside an executor arrives wrapped in Spark's report
+    with the worker's traceback; its last ``SomeError: message`` line is the real error."""
+    text = str(exc).strip() or type(exc).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > 1:
+        raised = [line for line in lines if line.split(":", 1)[0].rsplit(".", 1)[-1].endswith(("Error", "Exception"))]
+        text = raised[-1] if raised else lines[0]
+    return text

@@ -1,0 +1,76 @@
+"""The merge on a real Spark standalone cluster: DAG runs whose ``spark_default`` connection points at
+a master and a worker started from pyspark's own distribution, batches in a real S3 endpoint, a
+seeded random OLTP workload (keyed, composite-keyed, keyless and unique-only tables, rollbacks, key
+changes, DDL) on the real MariaDB leader; after each run the follower equals the leader, and the
+master's own status page shows that the merge application ran on the cluster with executors."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from apply_workload import Workload
+from merge_helpers import assert_same_database
+from mysql_cdc.capture.leader import Leader
+from mysql_cdc.settings import MySQLSettings
+
+PIPELINE = "cdc_cluster"
+SEED = 20261123
+SUCCESS = "success"
+
+
+@pytest.fixture(scope="module")
+def cluster_pipeline(leader, leader_user, spark_cluster, airflow_connections, s3_endpoint):
+    """The pipeline file with one pipeline on S3, its Spark connection on the cluster."""
+    db = f"cluster_{uuid.uuid4().hex[:8]}"
+    with Leader(MySQLSettings(**leader_user)) as server:
+        start = server.current_position()
+    pipeline = {
+        "name": PIPELINE, "schedule": None, "leader_conn_id": "mysql_leader", "follower_conn_id": "mysql_follower",
+        "storage_uri": f"s3://{s3_endpoint.bucket}/cluster", "aws_conn_id": "aws_default",
+        "spark_conn_id": "spark_default", "include": [f"{db}.*"], "start_position": str(start),
+        "wait_timeout": 3, "poke_interval": 1, "retries": 0,
+        # what a cluster deployment sets: small executors, the job's Python on every node
+        "spark_conf": {"spark.executor.memory": "1g", "spark.executor.cores": 1, "spark.cores.max": 2},
+    }
+    Path(os.environ["CDC_PIPELINES_FILE"]).write_text(yaml.safe_dump({"pipelines": [pipeline]}))
+    with pytest.MonkeyPatch.context() as mp:
+        # spark_default is the cluster's master, as it would be in a deployment
+        mp.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+            {"conn_type": "spark", "host": f"spark://{spark_cluster.host}", "port": spark_cluster.port}))
+        yield db
+
+
+def test_random_workload_merges_on_the_standalone_cluster(dag_runner, cluster_pipeline, leader, follower,
+                                                          spark_cluster, spark_submit_spy):
+    db = cluster_pipeline
+    workload = Workload(SEED, db)
+    conn = leader.connect()
+    try:
+        for number in range(2):
+            if number == 0:
+                workload.setup(conn)
+            workload.run(conn, transactions=15)
+            calls = len(spark_submit_spy.calls())
+
+            result = dag_runner.run(PIPELINE)
+
+            assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS,
+                                    "merge_batch": SUCCESS}, result.log_file
+            assert_same_database(leader, follower, db)
+            (call,) = spark_submit_spy.calls()[calls:]
+            assert call["rc"] == 0, call
+            master = call["argv"][call["argv"].index("--master") + 1]
+            assert master == spark_cluster.master_url, call["argv"]
+    finally:
+        conn.close()
+
+    # the cluster's own account: both merges ran there, and got executors on its worker
+    apps = [a for a in spark_cluster.applications() if a["name"] == f"mysql-cdc-merge-{PIPELINE}"]
+    assert len(apps) == 2, spark_cluster.applications()
+    assert all(a["state"] == "FINISHED" and a["cores"] > 0 for a in apps), apps

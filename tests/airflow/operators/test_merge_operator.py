@@ -1,0 +1,80 @@
+"""CdcMergeOperator and the pieces of its submit: the spark-submit arguments (a pure function), which
+spark-submit runs, and the refusals that need no Spark. Real submits run in tests/airflow/dags."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from mysql_cdc.hooks.merge_job import JobInputs, spark_submit_binary, submit_arguments
+from mysql_cdc.operators import CdcMergeOperator
+from mysql_cdc.settings import SECRETS_ENV
+
+MANIFEST = "s3://lake/cdc/shop/batches/0000000001.00000000000000000004-0000000001.00000000000000000900/manifest.json"
+
+
+def test_submit_arguments_carry_no_secret_and_run_the_driver_here():
+    inputs = JobInputs(py_files="/tmp/x/mysql_cdc.zip", env={SECRETS_ENV: "/tmp/x/job-secrets.json"})
+    args = submit_arguments(MANIFEST, inputs, "mysql-cdc-merge-shop", {"spark.executor.memory": "2g"},
+                            "/opt/spark/bin/spark-submit")
+    assert args == {
+        "conf": {"spark.executor.memory": "2g"},
+        "py_files": "/tmp/x/mysql_cdc.zip",
+        "name": "mysql-cdc-merge-shop",
+        "application_args": ["--manifest-uri", MANIFEST],
+        "env_vars": {SECRETS_ENV: "/tmp/x/job-secrets.json"},
+        "spark_binary": "/opt/spark/bin/spark-submit",
+        "deploy_mode": "client",
+    }
+
+
+def test_the_command_the_spark_provider_builds_from_them(monkeypatch):
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_TEST_CLUSTER", json.dumps(
+        {"conn_type": "spark", "host": "spark://10.1.2.3", "port": 7077}))
+    inputs = JobInputs(py_files="/tmp/x/mysql_cdc.zip", env={SECRETS_ENV: "/tmp/x/job-secrets.json"})
+    hook = SparkSubmitHook(conn_id="cdc_test_cluster", **submit_arguments(
+        MANIFEST, inputs, "mysql-cdc-merge-shop", {}, "/opt/spark/bin/spark-submit"))
+    command = hook._build_spark_submit_command("/repo/spark_jobs/merge_batch.py")
+    assert command[0] == "/opt/spark/bin/spark-submit"
+    assert command[command.index("--master") + 1] == "spark://10.1.2.3:7077"
+    assert command[command.index("--deploy-mode") + 1] == "client"
+    assert command[command.index("--py-files") + 1] == "/tmp/x/mysql_cdc.zip"
+    assert command[-3:] == ["/repo/spark_jobs/merge_batch.py", "--manifest-uri", MANIFEST]
+    assert "job-secrets.json" not in " ".join(command)  # the path travels in the environment only
+
+
+def test_spark_submit_is_found_beside_the_running_python_without_path(monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # what `.venv/bin/airflow` sees without the venv on PATH
+    assert spark_submit_binary() == str(Path(sys.executable).with_name("spark-submit"))
+
+
+def test_no_spark_submit_anywhere_fails_at_once_saying_how_to_fix(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))
+    with pytest.raises(AirflowFailException, match="spark-submit was not found on PATH nor beside the running "
+                                                    "Python.*pip install pyspark"):
+        spark_submit_binary()
+
+
+def test_the_connection_spark_binary_wins(tmp_path, monkeypatch):
+    custom = tmp_path / "spark3-submit"
+    custom.write_text("#!/bin/sh\n")
+    custom.chmod(0o755)
+    assert spark_submit_binary(str(custom)) == str(custom)
+
+
+def test_operator_templates_and_refuses_a_missing_manifest():
+    operator = CdcMergeOperator(task_id="merge_batch", manifest_uri="None", storage_uri="file:///tmp/x",
+                                conf={"spark.executor.memory": "{{ params.memory }}"})
+    assert {"manifest_uri", "conf", "spark_conn_id"} <= set(operator.template_fields)
+    with pytest.raises(AirflowFailException, match="the extract task returned no batch"):
+        operator.execute({})
+    operator.on_kill()  # nothing submitted: nothing to kill, no error
+    assert os.environ.get(SECRETS_ENV) is None  # the secrets path is never put into Airflow's own environment
