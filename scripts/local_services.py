@@ -469,6 +469,27 @@ class MariaDBServer:
         finally:
             conn.close()
 
+    def purge_binary_logs_to(self, binlog_file: str, timeout: float = 30.0) -> None:
+        """``PURGE BINARY LOGS TO binlog_file``, until it took effect. MariaDB keeps a file until
+        its binlog checkpoint (InnoDB made its transactions durable) is logged, in the background,
+        and skips it in PURGE without a warning meanwhile; so PURGE is repeated until the files
+        before ``binlog_file`` are gone."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.run_sql([f"PURGE BINARY LOGS TO '{binlog_file}'"])
+            conn = self.connect()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SHOW BINARY LOGS")
+                    first = cur.fetchone()[0]
+            finally:
+                conn.close()
+            if first == binlog_file:
+                return
+            if time.monotonic() > deadline:
+                raise ServiceError(f"{self.name}: binlog files before {binlog_file} still there after {timeout}s")
+            time.sleep(0.2)
+
     def connect(
         self,
         user: str | None = None,

@@ -52,7 +52,7 @@ SCHEDULE_PRESETS = frozenset(
 )
 # A DAG id and a storage prefix at once: no dots (they would read as db.table), no slashes.
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,99}$")
-_VAR_RE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^${}]*))?\}")
+_VAR_START_RE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<default>:-)?")
 
 
 class PipelineConfigError(ValueError):
@@ -195,27 +195,50 @@ _CHECKS = {
 
 
 def _interpolate(value: Any, variables: dict[str, str], where: str) -> Any:
-    """Expand ${VAR} and ${VAR:-default} in strings, innermost first (a default may hold ${...})."""
+    """Expand ${VAR} and ${VAR:-default} in strings (a default may itself hold ${...}).
+
+    One pass, left to right: what a variable expands to is never expanded again, so a value
+    taken from the environment stays exactly what it is (a password holding '${HOME}' is not
+    altered, X='a${X}' does not loop)."""
     if isinstance(value, list):
         return [_interpolate(v, variables, where) for v in value]
     if isinstance(value, dict):
         return {k: _interpolate(v, variables, where) for k, v in value.items()}
     if not isinstance(value, str):
         return value
+    return _expand(value, 0, variables, where, inside_default=False)[0]
 
-    def replace(match: re.Match) -> str:
-        name, default = match["name"], match["default"]
+
+def _expand(text: str, at: int, variables: dict[str, str], where: str, inside_default: bool) -> tuple[str, int]:
+    """Expand ``text`` from ``at`` up to its end, or (inside a default) up to the closing brace."""
+    out = []
+    while at < len(text):
+        if inside_default and text[at] == "}":
+            return "".join(out), at
+        match = _VAR_START_RE.match(text, at)
+        if not match:
+            out.append(text[at])
+            at += 1
+            continue
+        name, at = match["name"], match.end()
+        default = None
+        if match["default"]:
+            default, at = _expand(text, at, variables, where, inside_default=True)
+        if at >= len(text) or text[at] != "}":
+            raise PipelineConfigError(f"{where}: '${{{name}' is not closed with '}}'")
+        at += 1
         found = variables.get(name, os.environ.get(name))
         if found not in (None, ""):
-            return found
-        if default is not None:
-            return default
-        raise PipelineConfigError(f"{where}: environment variable {name} is not set and ${{{name}}} has no default")
-
-    previous = None
-    while previous != value:
-        previous, value = value, _VAR_RE.sub(replace, value)
-    return value
+            out.append(found)
+        elif default is not None:
+            out.append(default)
+        else:
+            raise PipelineConfigError(
+                f"{where}: environment variable {name} is not set and ${{{name}}} has no default"
+            )
+    if inside_default:
+        raise PipelineConfigError(f"{where}: a ${{...:-default}} is not closed with '}}'")
+    return "".join(out), at
 
 
 def _entry(raw: Any, index: int, path: Path, variables: dict[str, str]) -> PipelineConfig:

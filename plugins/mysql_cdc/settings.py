@@ -23,6 +23,12 @@ class MySQLSettings:
     port: int = 3306
     user: str = "root"
     password: str = field(default="", repr=False)  # kept out of repr: settings objects get logged
+    conn_id: str | None = None  # the Airflow connection these came from, for error messages
+
+    def describe(self, role: str) -> str:
+        """``the follower at db2:3306 as 'cdc' (Airflow connection 'mysql_follower')``."""
+        origin = f" (Airflow connection {self.conn_id!r})" if self.conn_id else ""
+        return f"the {role} at {self.host}:{self.port} as {self.user!r}{origin}"
 
     def connect(self, **kwargs):
         import pymysql

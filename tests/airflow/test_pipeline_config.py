@@ -145,6 +145,17 @@ def test_environment_interpolation(tmp_path, monkeypatch):
     assert "pipelines[0] (shop).leader_conn_id: environment variable CDC_TEST_LEADER is not set" in message
 
 
+def test_values_from_the_environment_are_never_expanded_again(tmp_path, monkeypatch):
+    entry = {**MINIMAL, "leader_conn_id": "${CDC_TEST_LEADER}", "follower_conn_id": "f_${CDC_TEST_SELF:-x}"}
+    monkeypatch.setenv("CDC_TEST_LEADER", "pw${HOME}")  # e.g. a secret that happens to hold '${'
+    monkeypatch.setenv("CDC_TEST_SELF", "a${CDC_TEST_SELF}")  # once looped forever
+    (config,) = load_pipelines(write(tmp_path, entry))
+    assert config.leader_conn_id == "pw${HOME}"
+    assert config.follower_conn_id == "f_a${CDC_TEST_SELF}"
+    unclosed = error_of(tmp_path, {**MINIMAL, "leader_conn_id": "${CDC_TEST_LEADER:-x"})
+    assert "leader_conn_id: a ${...:-default} is not closed with '}'" in unclosed
+
+
 def test_the_default_pipelines_file(monkeypatch):
     monkeypatch.delenv("CDC_STORAGE_URI", raising=False)
     monkeypatch.delenv("CDC_START_POSITION", raising=False)

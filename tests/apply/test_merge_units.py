@@ -121,3 +121,16 @@ def test_one_line_error_digs_the_real_error_out_of_an_executor_report():
     )
     assert one_line(report) == "mysql_cdc.apply.staging.StagingError: loading staging table stg_x changed values: Data truncated"
     assert one_line(RangeGapError("gap: batch b starts at x")) == "gap: batch b starts at x"
+
+
+def test_the_merge_names_the_follower_connection_it_cannot_reach():
+    from local_services import free_port
+    from mysql_cdc.apply.connection import connect
+    from mysql_cdc.apply.errors import MergeError
+    from mysql_cdc.settings import MySQLSettings
+
+    port = free_port()
+    settings = MySQLSettings("127.0.0.1", port, "cdc_writer", "pw", conn_id="mysql_follower")
+    with pytest.raises(MergeError, match=rf"cannot connect to the follower at 127.0.0.1:{port} as 'cdc_writer' "
+                                         r"\(Airflow connection 'mysql_follower'\)"):
+        connect(settings)

@@ -44,6 +44,11 @@ def test_manifest_rejects_unknown_and_missing_fields_by_name():
     del body["end"]
     with pytest.raises(ManifestError, match=r"missing field\(s\) \['end'\]"):
         ChangeBatch.from_json(json.dumps(body))
+    # a field with a default in the dataclass is still required in the file (once a KeyError)
+    body = json.loads(_manifest())
+    del body["start_gtid"]
+    with pytest.raises(ManifestError, match=r"manifest: missing field\(s\) \['start_gtid'\]"):
+        ChangeBatch.from_json(json.dumps(body))
 
 
 def test_table_filter_globs():

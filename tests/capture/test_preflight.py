@@ -52,7 +52,7 @@ def test_purged_start_names_earliest_position_and_recovery(leader, leader_settin
     old = leader_position(leader_settings)
     leader.run_sql([f"CREATE DATABASE {unique_name}", "FLUSH BINARY LOGS"])
     current = leader_position(leader_settings)
-    leader.run_sql([f"PURGE BINARY LOGS TO '{current.file}'"])
+    leader.purge_binary_logs_to(current.file)
     with pytest.raises(PreflightError) as err:
         _extract(leader_settings, store, old, current)
     message = str(err.value)

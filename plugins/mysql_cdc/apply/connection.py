@@ -20,8 +20,7 @@ def connect(settings: MySQLSettings, **kwargs):
         conn = settings.connect(**kwargs)
     except pymysql.err.OperationalError as exc:
         raise MergeError(
-            f"cannot connect to the follower at {settings.host}:{settings.port} as {settings.user!r}: "
-            f"{exc.args[-1]}"
+            f"cannot connect to {settings.describe('follower')}: {exc.args[-1]}"
         ) from None
     with conn.cursor() as cur:
         cur.execute("SET SESSION time_zone = '+00:00', foreign_key_checks = 0")

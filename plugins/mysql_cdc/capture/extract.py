@@ -7,7 +7,11 @@ library does not: the exact (file, offset) after every event, and whether that o
 transaction boundary. Both ends of a range must be boundaries: the extraction refuses a start or
 end that falls inside a transaction instead of splitting it.
 
-Events are dispatched by class through ``BatchBuilder._HANDLERS``.
+Events are dispatched by class through ``BatchBuilder._HANDLERS``, and events mysql-replication does
+not know (``NotImplementedEvent``) by type code through ``BatchBuilder._RAW_HANDLERS``; what is in
+neither table and not on the list of events that carry nothing (``events``) stops the extract. A
+compressed event (MariaDB ``log_bin_compress``, MySQL ``binlog_transaction_compression``) is inflated
+(``compressed``) and its plain events go through the same dispatch, at the compressed event's span.
 """
 
 from __future__ import annotations
@@ -15,15 +19,15 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterator
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.constants import NONE_SOURCE
 from pymysqlreplication.event import (
-    FormatDescriptionEvent,
     GtidEvent,
     MariadbGtidEvent,
+    NotImplementedEvent,
     QueryEvent,
     RotateEvent,
     XidEvent,
@@ -34,6 +38,10 @@ from ..contracts import BinlogPosition, ChangeBatch, PositionRange
 from ..contracts import change_row as cr
 from ..storage import ObjectStore
 from .batch_writer import BatchWriter
+from .compressed import MARIADB_COMPRESSED, MYSQL_TRANSACTION_PAYLOAD, EventInflater
+from .events import (
+    ANONYMOUS_GTID_LOG_EVENT, CARRY_NOTHING, CARRY_NOTHING_CODES, GTID_TAGGED_LOG_EVENT, UnknownEventError,
+)
 from .rows import JSON_NULL, JSON_NULL_SOURCE, event_rows
 from .ddl import ParsedStatement, UnparseableDdl, parse_statement
 from .filters import TableFilter
@@ -66,8 +74,10 @@ class _Transaction:
 
 
 class BatchBuilder:
-    def __init__(self, writer: BatchWriter, table_filter: TableFilter, start_gtid: str | None = None):
+    def __init__(self, writer: BatchWriter, table_filter: TableFilter, start_gtid: str | None = None,
+                 inflater: EventInflater | None = None):
         self.writer = writer
+        self.inflater = inflater
         self.range = range_ = writer.range
         self.filter = table_filter
         self.start_gtid = start_gtid
@@ -77,6 +87,9 @@ class BatchBuilder:
         self.position = range_.start  # last transaction boundary passed
         self.txn: _Transaction | None = None
         self.first_event = True
+        # rows events inside one compressed transaction share its position: their rows are
+        # numbered on from the previous event's, so (file, position, row index) stays a total order
+        self.rows_at: tuple[BinlogPosition | None, int] = (None, 0)
         self.tables: dict[int, TableSpec | None] = {}  # table id -> spec (None: not captured)
 
     # -- positions ----------------------------------------------------------------------------
@@ -109,9 +122,27 @@ class BatchBuilder:
         if event.packet.log_pos == 0:
             return  # artificial event the server made up for this session (e.g. a format description)
         start, after = self._span(event)
+        self.dispatch(event, start, after)
+
+    def dispatch(self, event, start: BinlogPosition, after: BinlogPosition) -> None:
+        """Handle one event that spans [start, after) of the binlog (a compressed event's inner
+        events all span the compressed event)."""
         if self.first_event:
             self._check_starts_transaction(event, start)
-        handler = self._HANDLERS.get(type(event), BatchBuilder._on_other)
+        if isinstance(event, NotImplementedEvent):
+            code = event.packet.event_type
+            if code in CARRY_NOTHING_CODES:
+                handler = BatchBuilder._on_other
+            else:
+                handler = self._RAW_HANDLERS.get(code)
+            if handler is None:
+                raise UnknownEventError(code, start, self.writer.server_flavor)
+        else:
+            handler = self._HANDLERS.get(type(event))
+            if handler is None:
+                if type(event) not in CARRY_NOTHING:
+                    raise UnknownEventError(event.packet.event_type, start, self.writer.server_flavor)
+                handler = BatchBuilder._on_other
         handler(self, event, start, after)
 
     def _check_starts_transaction(self, event, start: BinlogPosition) -> None:
@@ -147,6 +178,26 @@ class BatchBuilder:
 
     def _on_gtid(self, event, start, after) -> None:
         self.txn = _Transaction(start=start, gtid=event.gtid, timestamp=event.timestamp)
+
+    def _on_gtid_without_text(self, event, start, after) -> None:
+        # MySQL's anonymous GTID (gtid_mode=OFF) and tagged GTID (uuid:tag:N, a format the library
+        # cannot decode) events begin a transaction like a GTID event; the batch then records no
+        # GTID for it rather than an older one
+        self.txn = _Transaction(start=start, gtid=None, timestamp=event.timestamp)
+        self.last_gtid = None
+
+    def _on_mariadb_compressed(self, event, start, after) -> None:
+        self.dispatch(self._inflater(event).mariadb(event), start, after)
+
+    def _on_transaction_payload(self, event, start, after) -> None:
+        for inner in self._inflater(event).mysql_payload(event):
+            if inner is not None:  # an event the wrapper itself filtered (none are, with only_events=None)
+                self.dispatch(inner, start, after)
+
+    def _inflater(self, event) -> EventInflater:
+        if self.inflater is None:
+            raise CaptureError(f"compressed binlog event at {self._span(event)[0]} but no stream to inflate it with")
+        return self.inflater
 
     def _on_mariadb_gtid(self, event, start, after) -> None:
         standalone = bool(event.flags & _MARIADB_FL_STANDALONE)
@@ -229,8 +280,11 @@ class BatchBuilder:
             raise CaptureError(f"rows event at {start} outside any transaction")
         writer = self._writer_for(spec, start)
         op, rows, befores = self._ROW_READERS[type(event)](self, event, spec)
+        at, first_index = self.rows_at
+        first_index = first_index if at == start else 0
         writer.add_event(op, rows, befores, self.file, start.sequence, start.offset, self.txn.timestamp,
-                         self.txn.gtid, str(self.txn.start), event.packet.event_size)
+                         self.txn.gtid, str(self.txn.start), event.packet.event_size, first_index)
+        self.rows_at = (start, first_index + len(rows))
 
     def _read_write_rows(self, event, spec):
         return cr.INSERT, [self._row(r["values"], r["none_sources"], spec) for r in event_rows(event)], None
@@ -305,7 +359,13 @@ class BatchBuilder:
         WriteRowsEvent: _on_rows,
         UpdateRowsEvent: _on_rows,
         DeleteRowsEvent: _on_rows,
-        FormatDescriptionEvent: _on_other,
+    }
+    # events mysql-replication does not decode, by type code
+    _RAW_HANDLERS = {
+        **dict.fromkeys(MARIADB_COMPRESSED, _on_mariadb_compressed),
+        MYSQL_TRANSACTION_PAYLOAD: _on_transaction_payload,
+        ANONYMOUS_GTID_LOG_EVENT: _on_gtid_without_text,
+        GTID_TAGGED_LOG_EVENT: _on_gtid_without_text,
     }
 
 
@@ -313,35 +373,46 @@ class _StopReading(Exception):
     pass
 
 
-def read_binlog(settings: MySQLSettings, start: BinlogPosition, server_id: int | None = None) -> Iterable:
-    """Every event from ``start`` to the current end of the leader's binlog (non-blocking)."""
-    stream = BinLogStreamReader(
-        connection_settings=settings.replication_settings(),
-        # Two readers with one server_id kick each other off (error 4052): each read gets its own.
-        server_id=server_id or random.randint(1 << 20, (1 << 31) - 1),
-        log_file=start.file,
-        log_pos=start.offset,
-        resume_stream=True,
-        blocking=False,
-        # Every event, known or not: positions must advance over all of them (see BatchBuilder).
-        only_events=None,
-        filter_non_implemented_events=False,
-        # With file+offset against MariaDB is_mariadb must stay off: on it the library ignores
-        # log_file/log_pos. MariaDB GTID events still arrive.
-        is_mariadb=False,
-        enable_logging=False,
-    )
-    try:
+class BinlogReader:
+    """Every event from ``start`` to the current end of the leader's binlog (non-blocking), and
+    the inflater of the compressed events among them (it needs the stream's own settings)."""
+
+    def __init__(self, settings: MySQLSettings, start: BinlogPosition, server_id: int | None = None):
+        self.start = start
+        self.stream = BinLogStreamReader(
+            connection_settings=settings.replication_settings(),
+            # Two readers with one server_id kick each other off (error 4052): each read gets its own.
+            server_id=server_id or random.randint(1 << 20, (1 << 31) - 1),
+            log_file=start.file,
+            log_pos=start.offset,
+            resume_stream=True,
+            blocking=False,
+            # Every event, known or not: positions must advance over all of them, and an event
+            # nobody handles must stop the extract (see BatchBuilder.dispatch), not vanish.
+            only_events=None,
+            filter_non_implemented_events=False,
+            # With file+offset against MariaDB is_mariadb must stay off: on it the library ignores
+            # log_file/log_pos. MariaDB GTID events still arrive.
+            is_mariadb=False,
+            enable_logging=False,
+        )
+        self.inflater = EventInflater(self.stream)
+
+    def __enter__(self) -> "BinlogReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stream.close()
+
+    def __iter__(self) -> Iterator:
         while True:
             try:
-                event = stream.fetchone()
+                event = self.stream.fetchone()
             except pymysql.err.OperationalError as exc:
-                raise CaptureError(f"reading the leader's binlog from {start} failed: {exc.args[-1]}") from exc
+                raise CaptureError(f"reading the leader's binlog from {self.start} failed: {exc.args[-1]}") from exc
             if event is None:
                 return
             yield event
-    finally:
-        stream.close()
 
 
 def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, range_: PositionRange,
@@ -354,10 +425,10 @@ def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, ra
         flavor = leader.flavor
     if range_.empty:
         return None
-    with BatchWriter(store, pipeline, range_, limits, flavor) as writer:
-        builder = BatchBuilder(writer, table_filter, start_gtid)
+    with BatchWriter(store, pipeline, range_, limits, flavor) as writer, BinlogReader(settings, range_.start) as reader:
+        builder = BatchBuilder(writer, table_filter, start_gtid, reader.inflater)
         try:
-            for event in read_binlog(settings, range_.start):
+            for event in reader:
                 builder.handle(event)
                 if builder.done():
                     break

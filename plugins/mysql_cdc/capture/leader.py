@@ -49,8 +49,7 @@ class Leader:
                 self._conn = self.settings.connect()
             except pymysql.err.OperationalError as exc:
                 raise PreflightError(
-                    f"cannot connect to the leader at {self.settings.host}:{self.settings.port} "
-                    f"as {self.settings.user!r}: {exc.args[-1]}"
+                    f"cannot connect to {self.settings.describe('leader')}: {exc.args[-1]}"
                 ) from exc
         return self._conn
 
@@ -146,6 +145,14 @@ class Leader:
                     f"leader {name} is {have}, mysql-cdc needs {want}: SET GLOBAL {name}='{want}' "
                     f"and put {name.replace('_', '-')}={want} in the server's config (new sessions "
                     "pick it up; already-written binlog keeps the old format)"
+                )
+        if self.flavor == "mysql":
+            options = self._variable("binlog_row_value_options") or ""
+            if "PARTIAL_JSON" in options.upper():
+                raise PreflightError(
+                    "leader binlog_row_value_options is PARTIAL_JSON: updates of JSON columns then carry only "
+                    "the changed parts of the documents, which cannot be applied exactly. SET GLOBAL "
+                    "binlog_row_value_options='' and remove it from the server's config"
                 )
         self.check_privileges()
 

@@ -81,8 +81,11 @@ class TableChangeWriter:
         self._chunk_bytes = 0
 
     def add_event(self, op: str, rows: list[tuple], befores: list[tuple] | None, file: str, seq: int,
-                  pos: int, commit_ts: int, gtid: str | None, txn: str, event_bytes: int) -> None:
-        """Append one rows event; per-event metadata is extended in bulk (C loops, not Python)."""
+                  pos: int, commit_ts: int, gtid: str | None, txn: str, event_bytes: int,
+                  first_index: int = 0) -> None:
+        """Append one rows event; per-event metadata is extended in bulk (C loops, not Python).
+        Its rows are numbered from ``first_index`` (events inside one compressed transaction
+        share a position and number their rows on)."""
         n = len(rows)
         self.rows.extend(rows)
         self.befores.extend(befores if befores is not None else [None] * n)
@@ -90,7 +93,7 @@ class TableChangeWriter:
         self.files_col.extend([file] * n)
         self.seqs.extend([seq] * n)
         self.positions.extend([pos] * n)
-        self.indexes.extend(range(n))
+        self.indexes.extend(range(first_index, first_index + n))
         self.commit_ts.extend([commit_ts] * n)
         self.gtids.extend([gtid] * n)
         self.txns.extend([txn] * n)

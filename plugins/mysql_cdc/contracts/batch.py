@@ -18,7 +18,7 @@ follower commits, each of which leaves the follower consistent with the leader.
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Union
 
 from .position import BinlogPosition, PositionRange
@@ -32,15 +32,16 @@ class ManifestError(ValueError):
 
 
 def _strict(cls, data: dict[str, Any], where: str) -> dict[str, Any]:
-    """Reject unknown and missing keys, naming them: a typo must not silently drop data."""
+    """Reject unknown and missing keys, naming them: a typo must not silently drop data. Every
+    field is required, defaulted ones too: the writer always writes them all, so a manifest
+    without one was not written by it."""
     if not isinstance(data, dict):
         raise ManifestError(f"{where}: expected an object, got {type(data).__name__}")
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
         raise ManifestError(f"{where}: unknown field(s) {unknown}; known fields are {sorted(names)}")
-    required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
-    missing = sorted(required - set(data))
+    missing = sorted(names - set(data))
     if missing:
         raise ManifestError(f"{where}: missing field(s) {missing}")
     return data

@@ -75,7 +75,8 @@ def mysql_settings(conn: Connection, role: str) -> MySQLSettings:
         # The task SDK masks connection passwords it hands out; masking again is free and keeps the
         # guarantee when a hook is built from a Connection that came another way (tests, CLI).
         mask_secret(password)
-    return MySQLSettings(host=conn.host, port=int(conn.port or 3306), user=conn.login, password=password)
+    return MySQLSettings(host=conn.host, port=int(conn.port or 3306), user=conn.login, password=password,
+                         conn_id=conn.conn_id)
 
 
 class MySQLConnectionHook(BaseHook):

@@ -39,8 +39,7 @@ def connect_follower(settings: MySQLSettings):
         return settings.connect()
     except pymysql.err.OperationalError as exc:
         raise ConnectionError(
-            f"cannot connect to the follower at {settings.host}:{settings.port} as {settings.user!r}: "
-            f"{exc.args[-1]}"
+            f"cannot connect to {settings.describe('follower')}: {exc.args[-1]}"
         ) from None
 
 

@@ -44,7 +44,7 @@ def after_checkpoint(df: DataFrame, position: BinlogPosition) -> DataFrame:
 
 def _order(sub: int) -> Column:
     """The total order of changes; ``sub`` orders the two halves of a key-changing update."""
-    return F.struct(col(cr.BINLOG_SEQ), col(cr.BINLOG_POS), col(cr.ROW_INDEX), F.lit(sub).alias("sub"))
+    return F.struct(*[col(c) for c in cr.ORDER_COLUMNS], F.lit(sub).alias("sub"))
 
 
 def _key_changed(key_columns: Sequence[str]) -> Column:

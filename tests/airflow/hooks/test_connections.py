@@ -79,3 +79,14 @@ def test_a_cluster_deploy_mode_is_refused_with_the_reason(monkeypatch):
     hook = MergeJobHook("mysql_follower", "file:///tmp/x", None, "cdc_cluster_spark")
     with pytest.raises(AirflowFailException, match="deploy-mode 'cluster'.*set it to 'client'"):
         hook.spark_connection
+
+
+def test_an_unreachable_follower_is_named_with_its_connection_id(monkeypatch):
+    from local_services import free_port
+
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_DEAD_FOLLOWER", json.dumps(
+        {"conn_type": "mysql", "host": "127.0.0.1", "port": port, "login": "cdc_writer", "password": "pw"}))
+    with pytest.raises(ConnectionError, match=rf"cannot connect to the follower at 127.0.0.1:{port} as "
+                                              r"'cdc_writer' \(Airflow connection 'cdc_dead_follower'\)"):
+        FollowerHook("cdc_dead_follower").read_checkpoint("shop")

@@ -1,0 +1,165 @@
+"""Compressed binlogs are captured exactly, and an event the capture does not know stops it.
+
+Real servers: a MariaDB leader with ``log_bin_compress=ON`` and a MySQL leader with
+``binlog_transaction_compression=ON`` (both with thresholds low enough that every event of the
+workload is compressed), and the session's MySQL leader for partial JSON. Each test first proves
+that the binlog really holds the event kind it is about (read with mysql-replication directly), so
+none can pass because the server quietly wrote something else.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import NotImplementedEvent
+
+from local_services import MariaDBServer, MySQLServer
+from mysql_cdc.capture.extract import BatchBuilder, BatchWriter, BinlogReader, _StopReading, extract_range
+from mysql_cdc.capture.events import UnknownEventError
+from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.capture.leader import Leader, PreflightError
+from mysql_cdc.contracts import DdlSegment, PositionRange, RowSegment
+from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.storage import open_store
+
+from .conftest import Captured, leader_position
+
+WORKLOAD = [
+    "CREATE DATABASE shop",
+    "CREATE TABLE shop.orders (id INT PRIMARY KEY, note VARCHAR(300), amount DECIMAL(10,2), at DATETIME(6))",
+    "INSERT INTO shop.orders VALUES (1, REPEAT('a', 200), 1.50, '2026-01-02 03:04:05.000006'), "
+    "(2, 'two', NULL, NULL), (3, 'three', 3.00, '2026-03-03 00:00:00')",
+    "UPDATE shop.orders SET note = 'one', amount = 9.99 WHERE id = 1",
+    "DELETE FROM shop.orders WHERE id = 2",
+    "ALTER TABLE shop.orders ADD COLUMN tag VARCHAR(20) DEFAULT 'x'",
+    "BEGIN", "INSERT INTO shop.orders VALUES (4, 'four', 4.00, NULL, 'y')",
+    "UPDATE shop.orders SET tag = 'z' WHERE id = 3", "COMMIT",
+]
+
+# (op, id, note) of every change row of the workload, in binlog order, and the columns' last image
+EXPECTED_BEFORE_ALTER = [("I", 1), ("I", 2), ("I", 3), ("U", 1), ("D", 2)]
+EXPECTED_AFTER_ALTER = [("I", 4), ("U", 3)]
+
+
+def event_types(server, start) -> list[int]:
+    """The type code of every event from ``start``, as the server sent it."""
+    stream = BinLogStreamReader(connection_settings=server.conn_params(), server_id=4242, log_file=start.file,
+                                log_pos=start.offset, resume_stream=True, blocking=False, only_events=None,
+                                filter_non_implemented_events=False)
+    try:
+        return [e.packet.event_type for e in stream]
+    finally:
+        stream.close()
+
+
+def run_and_capture(server, tmp_path) -> tuple[Captured, list[int]]:
+    settings = MySQLSettings(**server.conn_params())
+    start = leader_position(settings)
+    server.run_sql(WORKLOAD)
+    end = leader_position(settings)
+    store = open_store(f"file://{tmp_path}/store")
+    batch = extract_range(settings, store, "p", PositionRange(start, end))
+    return Captured(batch, store), event_types(server, start)
+
+
+def assert_workload_captured(captured: Captured) -> None:
+    segments = captured.batch.segments
+    kinds = [type(s).__name__ for s in segments]
+    assert kinds == ["DdlSegment", "DdlSegment", "RowSegment", "DdlSegment", "RowSegment"], kinds
+    first, alter, second = segments[2], segments[3], segments[4]
+    assert isinstance(alter, DdlSegment) and alter.statement.startswith("ALTER TABLE shop.orders ADD COLUMN tag")
+    rows = captured.rows(first, "orders")
+    assert [(r["_op"], r["id"]) for r in rows] == EXPECTED_BEFORE_ALTER
+    assert rows[0]["note"] == "a" * 200 and rows[0]["at"] == dt.datetime(2026, 1, 2, 3, 4, 5, 6)
+    assert (rows[3]["note"], rows[3]["amount"], rows[3]["_before"]["note"]) == ("one", Decimal("9.99"), "a" * 200)
+    later = captured.rows(second, "orders")
+    assert [(r["_op"], r["id"]) for r in later] == EXPECTED_AFTER_ALTER
+    assert (later[1]["tag"], later[1]["_before"]["tag"]) == ("z", "x")
+    assert isinstance(first, RowSegment) and first.row_count == 5 and captured.batch.row_count == 7
+    # the total order of change rows holds inside one (compressed) transaction too
+    order = [(r["_binlog_seq"], r["_binlog_pos"], r["_row_index"]) for r in later]
+    assert order == sorted(order) and len(set(order)) == len(order)
+
+
+@pytest.fixture(scope="module")
+def mariadb_compressed(tmp_path_factory):
+    server = MariaDBServer(tmp_path_factory.mktemp("compressed"), "mariadb-compressed", server_id=21, binlog=True,
+                           die_with_parent=True, extra_args=("--log-bin-compress=ON", "--log-bin-compress-min-len=10"))
+    yield server.start()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def mysql_compressed(tmp_path_factory):
+    server = MySQLServer(tmp_path_factory.mktemp("compressed"), "mysql-compressed", server_id=22, binlog=True,
+                         die_with_parent=True, extra_args=("--binlog-transaction-compression=ON",))
+    yield server.start()
+    server.stop()
+
+
+def test_mariadb_compressed_query_and_rows_events_are_captured_exactly(mariadb_compressed, tmp_path):
+    captured, types = run_and_capture(mariadb_compressed, tmp_path)
+    assert {0xA5, 0xA6, 0xA7} <= set(types), f"the binlog holds no compressed events: {types}"
+    assert_workload_captured(captured)
+
+
+def test_mysql_transaction_payload_events_are_captured_exactly(mysql_compressed, tmp_path):
+    captured, types = run_and_capture(mysql_compressed, tmp_path)
+    assert types.count(0x28) >= 3, f"the binlog holds no transaction payload events: {types}"
+    assert_workload_captured(captured)
+    assert captured.batch.end_gtid, "GTIDs are on: the batch records the last one"
+
+
+class _KnowsNoCompression(BatchBuilder):
+    """A capture that has never heard of compressed events: they must stop it, never vanish."""
+
+    _RAW_HANDLERS = {}
+
+
+def test_an_event_type_the_capture_does_not_know_stops_it_naming_type_and_position(mariadb_compressed, tmp_path):
+    settings = MySQLSettings(**mariadb_compressed.conn_params())
+    start = leader_position(settings)
+    mariadb_compressed.run_sql(["CREATE DATABASE unknown_events", "CREATE TABLE unknown_events.t (id INT)"])
+    end = leader_position(settings)
+    store = open_store(f"file://{tmp_path}/store")
+    range_ = PositionRange(start, end)
+    with pytest.raises(UnknownEventError) as error:
+        with BatchWriter(store, "p", range_) as writer, BinlogReader(settings, start) as reader:
+            builder = _KnowsNoCompression(writer, TableFilter())
+            try:
+                for event in reader:
+                    builder.handle(event)
+                    if builder.done():
+                        break
+            except _StopReading:
+                pass
+    message = str(error.value)
+    assert message.startswith(f"binlog event QUERY_COMPRESSED_EVENT (type 165) at {start.file}:")
+    assert "Reading past it could lose changes" in message and "upgrade mysql-cdc" in message
+    assert store.list_keys("p/") == [], "a refused range leaves no batch behind"
+
+
+def test_partial_json_updates_are_refused_in_preflight_and_in_the_binlog(mysql_leader, tmp_path, unique_name):
+    settings = MySQLSettings(**mysql_leader.conn_params())
+    mysql_leader.run_sql(["SET GLOBAL binlog_row_value_options = 'PARTIAL_JSON'"])
+    try:
+        with pytest.raises(PreflightError, match="binlog_row_value_options is PARTIAL_JSON"):
+            Leader(settings).check_settings()
+    finally:
+        mysql_leader.run_sql(["SET GLOBAL binlog_row_value_options = ''"])
+    # one session that sets it anyway: its partial updates stop the extract with the cause and the fix
+    start = leader_position(settings)
+    db = unique_name
+    mysql_leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.docs (id INT PRIMARY KEY, doc JSON)",
+                          f"INSERT INTO {db}.docs VALUES (1, '{{\"a\": 1, \"b\": \"{'x' * 100}\"}}')",
+                          "SET SESSION binlog_row_value_options = 'PARTIAL_JSON'",
+                          "SET SESSION binlog_row_image = 'MINIMAL'",
+                          f"UPDATE {db}.docs SET doc = JSON_SET(doc, '$.a', 2) WHERE id = 1"])
+    end = leader_position(settings)
+    assert 0x27 in event_types(mysql_leader, start), "the server wrote no partial update"
+    with pytest.raises(UnknownEventError, match=r"PARTIAL_UPDATE_ROWS_EVENT \(type 39\) at .*binlog_row_value_options"
+                                                r"=PARTIAL_JSON.*resnapshot"):
+        extract_range(settings, open_store(f"file://{tmp_path}/store"), "p", PositionRange(start, end))
