@@ -108,8 +108,10 @@ def follower_user(follower: MariaDBServer) -> dict:
 
 @pytest.fixture(scope="session")
 def mysql_leader_user(mysql_leader: MySQLServer) -> dict:
-    """A binlog-reading account on the MySQL leader (caching_sha2_password, MySQL's only default)."""
-    return mysql_leader.create_user(LEADER_USER, LEADER_PASSWORD, ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"])
+    """A binlog-reading account on the MySQL leader (caching_sha2_password, MySQL's only default);
+    RELOAD for the snapshot's brief read lock (MySQL has no lock-free consistent position)."""
+    return mysql_leader.create_user(LEADER_USER, LEADER_PASSWORD,
+                                    ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT, RELOAD ON *.*"])
 
 
 @pytest.fixture(scope="session")

@@ -53,7 +53,7 @@ def make_pipeline(request, tmp_path, unique_name):
     """make_pipeline(s3_bucket=None, flavor="mariadb") -> a started Pipeline named after this test's
     unique name, between the session's MariaDB (or, with flavor "mysql", MySQL) leader and follower."""
 
-    def make(s3_bucket: dict | None = None, flavor: str = "mariadb") -> Pipeline:
+    def make(s3_bucket: dict | None = None, flavor: str = "mariadb", start: bool = True) -> Pipeline:
         prefix = "" if flavor == "mariadb" else "mysql_"
         leader, follower, leader_user, follower_user = (
             request.getfixturevalue(prefix + name) for name in ("leader", "follower", "leader_user", "follower_user")
@@ -63,11 +63,12 @@ def make_pipeline(request, tmp_path, unique_name):
             storage = StorageSpec(f"s3://{s3_bucket['bucket']}/cdc", {
                 k: s3_bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key")
             })
-        return Pipeline(
+        pipeline = Pipeline(
             name=f"pipe_{unique_name}", database=unique_name, leader=leader, follower=follower,
             leader_settings=MySQLSettings(**leader_user), follower_settings=MySQLSettings(**follower_user),
             storage=storage,
-        ).start()
+        )
+        return pipeline.start() if start else pipeline
 
     return make
 

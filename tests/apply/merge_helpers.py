@@ -16,9 +16,10 @@ from typing import Callable, Iterable
 from mysql_cdc.capture.extract import extract_range
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
+from mysql_cdc.capture.snapshot import snapshot_tables
 from mysql_cdc.contracts import (
     MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange, ensure_checkpoint_table,
-    read_checkpoint, write_checkpoint,
+    read_checkpoint, read_table_positions, start_snapshot, write_checkpoint,
 )
 from mysql_cdc.packaging import MERGE_JOB, build_py_files
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings
@@ -73,6 +74,28 @@ class Pipeline:
         else:
             self.leader.run_sql(workload, database)
         return self.extract(self.position, leader_position(self.leader_settings))
+
+    def snapshot(self, only: Iterable[str] | None = None) -> ChangeBatch:
+        """Copy the pipeline's tables (or those matching ``only``) into a snapshot batch and record
+        it on the follower, as the extract task does; the next capture starts at the stream's
+        position (a first snapshot: the copy's position)."""
+        batch = snapshot_tables(self.leader_settings, self.store, self.name, TableFilter((f"{self.database}.*",)),
+                                only)
+        conn = self.follower.connect()
+        try:
+            checkpoint = start_snapshot(conn, batch)
+        finally:
+            conn.close()
+        self.position = max(self.position, checkpoint.position) if self.position else checkpoint.position
+        self.batches.append(batch)
+        return batch
+
+    def table_positions(self):
+        conn = self.follower.connect()
+        try:
+            return read_table_positions(conn, self.name)
+        finally:
+            conn.close()
 
     def extract(self, start: BinlogPosition, end: BinlogPosition) -> ChangeBatch:
         batch = extract_range(self.leader_settings, self.store, self.name, PositionRange(start, end),
@@ -165,7 +188,10 @@ def table_names(server, database: str) -> list[str]:
 def table_definition(server, database: str, table: str) -> str:
     text = _fetch(server, f"SHOW CREATE TABLE `{database}`.`{table}`")[0][1]
     # the counter follows inserts the batch compacted away; it is not part of the definition
-    return re.sub(r" AUTO_INCREMENT=\d+", "", text)
+    text = re.sub(r" AUTO_INCREMENT=\d+", "", text)
+    # a COLLATE names its character set: MySQL prints a column's collation alone, but a table
+    # created from that very output prints "CHARACTER SET x COLLATE y" (same column, other text)
+    return re.sub(r" CHARACTER SET \w+ (COLLATE \w+)", r" \1", text)
 
 
 def table_rows(server, database: str, table: str) -> Counter:
@@ -183,7 +209,7 @@ def assert_same_database(leader, follower, database: str) -> None:
     expected, actual = snapshot(leader, database), snapshot(follower, database)
     assert sorted(actual) == sorted(expected), "tables differ"
     for table in expected:
-        assert actual[table][0] == expected[table][0], f"definition of {table} differs"
+        assert actual[table][0] == expected[table][0], f"definition of {table} differs:\n{actual[table][0]}\n!=\n{expected[table][0]}"
         missing = expected[table][1] - actual[table][1]
         extra = actual[table][1] - expected[table][1]
         assert not missing and not extra, f"{table}: missing on follower {dict(missing)}, extra {dict(extra)}"

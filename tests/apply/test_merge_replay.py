@@ -148,7 +148,7 @@ def test_missing_follower_table_names_it_and_the_fix(make_pipeline, leader, spar
     leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.orders (id INT PRIMARY KEY)"])
     pipeline.start()  # the pipeline begins after the CREATE: the follower was never seeded
     batch = pipeline.capture([f"INSERT INTO {db}.orders VALUES (1)"])
-    with pytest.raises(FollowerSchemaError, match=rf"`{db}`.`orders` does not exist: seed it"):
+    with pytest.raises(FollowerSchemaError, match=rf"`{db}`.`orders` does not exist: copy it from the leader with a resnapshot run"):
         run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
     assert pipeline.checkpoint().position == batch.start
 
@@ -169,7 +169,7 @@ def test_keyed_row_missing_on_the_follower_is_detected_and_rolled_back(make_pipe
     follower.run_sql([f"DELETE FROM {db}.kv WHERE id = 2"])  # written outside the pipeline
     second = pipeline.capture([f"INSERT INTO {db}.bag VALUES (7, 'z')", f"UPDATE {db}.kv SET v = 'dos' WHERE id = 2"])
     # bag's insert, applied first in the transaction, is rolled back too
-    refused_unchanged(spark, pipeline, second, FollowerDivergedError, "re-seed")
+    refused_unchanged(spark, pipeline, second, FollowerDivergedError, "re-copy it with a resnapshot run")
 
 
 def test_keyed_row_already_on_the_follower_is_detected_and_rolled_back(make_pipeline, follower, spark):
@@ -180,7 +180,7 @@ def test_keyed_row_already_on_the_follower_is_detected_and_rolled_back(make_pipe
     follower.run_sql([f"INSERT INTO {db}.kv VALUES (9, 'local')"])  # written outside the pipeline
     second = pipeline.capture([f"INSERT INTO {db}.bag VALUES (7, 'z')", f"INSERT INTO {db}.kv VALUES (9, 'nine')"])
     refused_unchanged(spark, pipeline, second, FollowerDivergedError,
-                      "hit an existing key .*Duplicate entry '9'.*re-seed")
+                      "hit an existing key .*Duplicate entry '9'.*resnapshot")
 
 
 def test_keyless_copies_missing_on_the_follower_are_detected(make_pipeline, follower, spark):

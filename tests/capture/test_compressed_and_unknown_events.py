@@ -14,7 +14,6 @@ from decimal import Decimal
 
 import pytest
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import NotImplementedEvent
 
 from local_services import MariaDBServer, MySQLServer
 from mysql_cdc.capture.extract import BatchBuilder, BatchWriter, BinlogReader, _StopReading, extract_range

@@ -58,7 +58,7 @@ def test_purged_start_names_earliest_position_and_recovery(leader, leader_settin
     message = str(err.value)
     assert f"start position {old} is no longer on the leader" in message
     assert f"earliest available position is {current.file}:4" in message
-    assert "re-seed the follower" in message and "checkpoint" in message
+    assert '{"resnapshot": ["*"]}' in message and "on_purged: snapshot" in message
 
 
 def test_end_before_start_and_end_past_leader(leader_settings, store):

@@ -22,8 +22,11 @@ from typing import Iterator, Sequence
 
 import pymysql
 
-from ..contracts import CHECKPOINT_SCHEMA, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, TableChanges
-from ..contracts import read_checkpoint, require_checkpoint, write_checkpoint
+from ..contracts import (
+    CHECKPOINT_SCHEMA, DONE, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, SnapshotSegment, TableChanges,
+    TablePosition, TablePositions, read_checkpoint, read_table_positions, require_checkpoint, write_checkpoint,
+    write_table_position,
+)
 from ..settings import MySQLSettings
 from ..storage import ObjectStore
 from .connection import connect
@@ -124,6 +127,9 @@ class Follower:
     def checkpoint(self, pipeline: str) -> Checkpoint:
         return require_checkpoint(read_checkpoint(self.conn, pipeline), pipeline)
 
+    def table_positions(self, pipeline: str) -> TablePositions:
+        return read_table_positions(self.conn, pipeline)
+
     @contextmanager
     def locked(self, expected: Checkpoint, crash_before_commit: bool = False) -> Iterator:
         """A transaction holding the pipeline's checkpoint row locked (serializes merges of one
@@ -173,9 +179,9 @@ class Follower:
         columns = self.table_columns(changes.database, changes.table)
         if not columns:
             raise FollowerSchemaError(
-                f"follower table {name} does not exist: seed it on the follower (copy it from the leader, "
-                "e.g. mariadb-dump --single-transaction, and set the checkpoint to the dump's binlog "
-                "position), or start the pipeline's range before its CREATE TABLE so the merge creates it"
+                f"follower table {name} does not exist: copy it from the leader with a resnapshot run of the "
+                f"pipeline's DAG (trigger it with conf {{\"resnapshot\": [\"{changes.database}.{changes.table}\"]}}); "
+                "the other tables keep streaming"
             )
         clash = sorted(c.name for c in changes.columns if c.name.lower().startswith(RESERVED_PREFIX))
         if clash:
@@ -203,8 +209,9 @@ class Follower:
                 problems.append(f"different types: {mistyped}")
             raise FollowerSchemaError(
                 f"the columns of {name} in batch differ from the follower table ({'; '.join(problems)}): "
-                "the follower's schema drifted from the leader's; make the follower table match the leader "
-                "(ALTER it, or re-seed it) and rerun"
+                "the follower's schema drifted from the leader's; re-copy the table with a resnapshot run "
+                f"(conf {{\"resnapshot\": [\"{changes.database}.{changes.table}\"]}}), which recreates it from the "
+                "leader's definition"
             )
         return tuple(by_name[c.name.lower()] for c in changes.columns)
 
@@ -241,6 +248,46 @@ class Follower:
                 applied[staged.changes.qualified_name] = (written, time.monotonic() - started)
             write_checkpoint(self.conn, done)
         return applied
+
+    # -- snapshot segments --------------------------------------------------------------------
+
+    def prepare_snapshot_table(self, segment: SnapshotSegment) -> tuple[FollowerColumn, ...]:
+        """The follower table the copy goes into, made from the leader's own definitions when it is
+        missing or does not match: the database if absent, the table dropped and created again.
+        (DDL commits on its own; a crash after it leaves a table the retry makes again, and the
+        table's position still says its copy is unfinished.)"""
+        if not self.database_exists(segment.database):
+            with self.conn.cursor() as cur:
+                cur.execute(re.sub(r"^CREATE DATABASE ", "CREATE DATABASE IF NOT EXISTS ", segment.create_database))
+        try:
+            return self.check_table(segment.as_table_changes())
+        except FollowerSchemaError as exc:
+            log.info("snapshot of %s: (re)creating the follower table (%s)", segment.qualified_name, exc)
+        conn = connect(self.settings, database=segment.database)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DROP TABLE IF EXISTS {qualified(segment.database, segment.table)}")
+                cur.execute(segment.create_table)
+        finally:
+            conn.close()
+        return self.check_table(segment.as_table_changes())
+
+    def apply_snapshot(self, expected: Checkpoint, segment: SnapshotSegment, staged: StagedTable,
+                       store: ObjectStore, batch_id: str, done: Checkpoint | None) -> int:
+        """Replace the table's rows with the copy and record the table's position, in one
+        transaction (readers see the old rows until it commits); ``done`` also moves the
+        pipeline's position (a copy of every table). Returns the rows written."""
+        target = qualified(segment.database, segment.table)
+        with self.locked(expected, crash_before_commit=True) as cur:
+            cur.execute(f"DELETE FROM {target}")
+            inserted = _load_rows(cur, store, staged)
+            if inserted != segment.row_count:
+                raise _diverged(staged, "loading the snapshot wrote", segment.row_count, inserted)
+            write_table_position(self.conn, expected.pipeline,
+                                 TablePosition(segment.database, segment.table, segment.at, batch_id, DONE))
+            if done is not None:
+                write_checkpoint(self.conn, done)
+        return inserted
 
     def advance(self, expected: Checkpoint, done: Checkpoint) -> None:
         with self.locked(expected):
@@ -334,7 +381,7 @@ def _load_rows(cur, store: ObjectStore, staged: StagedTable) -> int:
                 raise FollowerDivergedError(
                     f"{target}: inserting the batch's rows hit an existing key ({exc}): the follower holds "
                     "rows the leader did not have at the checkpoint (it was written outside the pipeline); "
-                    "re-seed the table from the leader"
+                    f"re-copy it with a resnapshot run (conf {{\"resnapshot\": [\"{staged.changes.qualified_name}\"]}})"
                 ) from None
             raise
     return loaded
@@ -344,7 +391,8 @@ def _diverged(staged: StagedTable, what: str, expected: int, got: int) -> Follow
     return FollowerDivergedError(
         f"`{staged.changes.database}`.`{staged.changes.table}`: {what} {got} rows where the leader's changes "
         f"imply {expected}: the follower does not hold what the leader held at the checkpoint (written "
-        "outside the pipeline?); re-seed the table from the leader"
+        f"outside the pipeline?); re-copy it with a resnapshot run (conf {{\"resnapshot\": "
+        f"[\"{staged.changes.qualified_name}\"]}})"
     )
 
 

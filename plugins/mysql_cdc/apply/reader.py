@@ -63,6 +63,14 @@ def change_schema(table: TableChanges) -> pa.Schema:
     return pa.schema([*fields, *(full.field(n) for n in MERGE_METADATA), full.field(cr.BEFORE)])
 
 
+def snapshot_schema(table: TableChanges) -> pa.Schema:
+    """The Arrow schema of a snapshot table's files: its columns, nothing else."""
+    return pa.schema([
+        pa.field(c.name, arrow_type(c.arrow_type, f"{table.qualified_name}.{c.name}"), c.nullable)
+        for c in table.columns
+    ])
+
+
 def read_plan(table: TableChanges, parallelism: int) -> list[tuple[str, int, int]]:
     """Read units for a table: every file whole, or split by row group when files < cores."""
     files = list(table.files)

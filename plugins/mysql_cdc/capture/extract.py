@@ -337,7 +337,8 @@ class BatchBuilder:
         if writer.spec.signature != spec.signature:
             raise CaptureError(
                 f"{spec.database}.{spec.table} changed shape at {start} without a DDL statement in "
-                "the binlog (was it altered with binlog disabled?); re-seed that table on the follower"
+                "the binlog (was it altered with binlog disabled?); re-copy it with a resnapshot run "
+                f"(conf {{\"resnapshot\": [\"{spec.database}.{spec.table}\"]}})"
             )
         return writer
 

@@ -20,6 +20,10 @@ class PreflightError(RuntimeError):
     """The leader cannot be captured as configured; the message says what to change."""
 
 
+class PurgedPositionError(PreflightError):
+    """The range starts in binlog the leader no longer has."""
+
+
 @dataclass(frozen=True)
 class BinlogFile:
     name: str
@@ -177,13 +181,12 @@ class Leader:
         names = [f.name for f in files]
         earliest = BinlogPosition(files[0].name, 4) if files else None
         if earliest is None or range_.start < earliest or range_.start.file not in names:
-            raise PreflightError(
+            raise PurgedPositionError(
                 f"start position {range_.start} is no longer on the leader: its binlog was purged "
                 f"(earliest available position is {earliest}). The changes in between are lost to "
-                "binlog capture. To recover, re-seed the follower from a consistent dump of the leader "
-                "(mariadb-dump --single-transaction --master-data=2) and set the pipeline's checkpoint "
-                "to the position the dump records; then raise binlog_expire_logs_seconds so it does "
-                "not happen again"
+                "binlog capture. To recover, copy every table again: trigger the pipeline's DAG with conf "
+                '{"resnapshot": ["*"]} (or set on_purged: snapshot in the pipelines file to do it '
+                "automatically); then raise binlog_expire_logs_seconds so it does not happen again"
             )
         size = files[names.index(range_.start.file)].size
         if range_.start.offset > size:

@@ -10,6 +10,8 @@ from .batch import (
     ColumnSpec,
     DdlSegment,
     DdlTarget,
+    SnapshotSegment,
+    snapshot_batch_id,
     ManifestError,
     RowSegment,
     Segment,
@@ -18,19 +20,45 @@ from .batch import (
     batch_prefix,
     batches_prefix,
 )
-from .checkpoint import CHECKPOINT_SCHEMA, Checkpoint, ensure_checkpoint_table, read_checkpoint, write_checkpoint
+from .checkpoint import (
+    CHECKPOINT_SCHEMA,
+    COPYING,
+    DONE,
+    Checkpoint,
+    TablePosition,
+    TablePositions,
+    ensure_checkpoint_table,
+    read_checkpoint,
+    read_table_positions,
+    start_snapshot,
+    write_checkpoint,
+    write_table_position,
+)
 from .position import POSITION_PATTERN, BinlogPosition, InvalidPosition, PositionRange
 from .replay import (
     MissingCheckpointError,
     RangeGapError,
     ReplayError,
     ReplayPlan,
+    SnapshotPendingError,
     already_applied,
     plan_replay,
     require_checkpoint,
+    table_position,
 )
 
 __all__ = [
+    "COPYING",
+    "DONE",
+    "SnapshotPendingError",
+    "SnapshotSegment",
+    "TablePosition",
+    "TablePositions",
+    "read_table_positions",
+    "snapshot_batch_id",
+    "start_snapshot",
+    "table_position",
+    "write_table_position",
     "POSITION_PATTERN",
     "MissingCheckpointError",
     "RangeGapError",

@@ -17,9 +17,10 @@ follower commits, each of which leaves the follower consistent with the leader.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Union
+from typing import Any, Sequence, Union
 
 from .position import BinlogPosition, PositionRange
 
@@ -183,13 +184,88 @@ class DdlSegment:
         )
 
 
-Segment = Union[RowSegment, DdlSegment]
-_SEGMENT_KINDS = {"rows": RowSegment, "ddl": DdlSegment}
+@dataclass(frozen=True)
+class SnapshotSegment:
+    """One table copied whole from the leader, consistent with the binlog position ``at``.
+
+    Its files hold the table's rows (its own columns only, no change metadata). Applying it
+    replaces the follower table's rows with them and records ``at`` as the table's own position:
+    the table's changes at or before ``at`` are in the copy, so the stream skips them
+    (``contracts.positions``). ``full`` marks a copy of every table of the pipeline, which moves
+    the pipeline's own position to ``at`` once all of them are applied.
+    """
+
+    index: int
+    at: BinlogPosition
+    database: str
+    table: str
+    create_database: str  # the leader's SHOW CREATE DATABASE
+    create_table: str  # the leader's SHOW CREATE TABLE
+    columns: tuple[ColumnSpec, ...]
+    key_columns: tuple[str, ...]
+    files: tuple[str, ...]
+    row_count: int
+    full: bool
+    kind: str = "snapshot"
+
+    @property
+    def start(self) -> BinlogPosition:
+        return self.at
+
+    @property
+    def end(self) -> BinlogPosition:
+        return self.at
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "index": self.index, "at": str(self.at), "database": self.database,
+            "table": self.table, "create_database": self.create_database, "create_table": self.create_table,
+            "columns": [asdict(c) for c in self.columns], "key_columns": list(self.key_columns),
+            "files": list(self.files), "row_count": self.row_count, "full": self.full,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> "SnapshotSegment":
+        _strict(cls, data, where)
+        return cls(
+            index=int(data["index"]),
+            at=BinlogPosition.parse(data["at"]),
+            database=data["database"],
+            table=data["table"],
+            create_database=data["create_database"],
+            create_table=data["create_table"],
+            columns=tuple(
+                ColumnSpec(**_strict(ColumnSpec, c, f"{where}.columns[{i}]")) for i, c in enumerate(data["columns"])
+            ),
+            key_columns=tuple(data["key_columns"]),
+            files=tuple(data["files"]),
+            row_count=int(data["row_count"]),
+            full=bool(data["full"]),
+        )
+
+    def as_table_changes(self) -> TableChanges:
+        """The table's shape in the form the follower checks take."""
+        return TableChanges(self.database, self.table, self.columns, self.key_columns, self.files, self.row_count)
+
+
+Segment = Union[RowSegment, DdlSegment, SnapshotSegment]
+_SEGMENT_KINDS = {"rows": RowSegment, "ddl": DdlSegment, "snapshot": SnapshotSegment}
 
 
 def batch_id_for(range_: PositionRange) -> str:
     """Sortable in binlog order; the same range always gets the same id (re-extraction overwrites)."""
     return f"{range_.start.token()}-{range_.end.token()}"
+
+
+def snapshot_batch_id(at: BinlogPosition, tables: Sequence[str]) -> str:
+    """A snapshot's batch id: its position (so it sorts in binlog order, after the stream batches
+    that start there) and a digest of the tables it copies."""
+    digest = hashlib.sha1("\n".join(sorted(tables)).encode()).hexdigest()[:10]
+    return f"{at.token()}-snapshot-{digest}"
 
 
 def batch_prefix(pipeline: str, batch_id: str) -> str:
@@ -218,6 +294,10 @@ class ChangeBatch:
     @property
     def range(self) -> PositionRange:
         return PositionRange(self.start, self.end)
+
+    @property
+    def is_snapshot(self) -> bool:
+        return any(isinstance(s, SnapshotSegment) for s in self.segments)
 
     @property
     def prefix(self) -> str:

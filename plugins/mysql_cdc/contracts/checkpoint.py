@@ -118,3 +118,113 @@ def write_checkpoint(conn, checkpoint: Checkpoint) -> None:
                 checkpoint.pending_ddl_fingerprint,
             ),
         )
+
+
+# -- per-table positions ------------------------------------------------------------------------
+
+TABLE_POSITION_TABLE = f"`{CHECKPOINT_SCHEMA}`.`table_position`"
+COPYING, DONE = "copying", "done"
+
+CREATE_SQL = CREATE_SQL + (
+    f"""CREATE TABLE IF NOT EXISTS {TABLE_POSITION_TABLE} (
+        pipeline VARCHAR(190) NOT NULL,
+        db_name VARCHAR(64) NOT NULL,
+        table_name VARCHAR(64) NOT NULL,
+        binlog_file VARCHAR(255) NOT NULL,
+        binlog_pos BIGINT UNSIGNED NOT NULL,
+        batch_id VARCHAR(255) NOT NULL,
+        state VARCHAR(16) NOT NULL,
+        updated_at DATETIME(6) NOT NULL,
+        PRIMARY KEY (pipeline, db_name, table_name)
+    ) ENGINE=InnoDB""",
+)
+
+
+@dataclass(frozen=True)
+class TablePosition:
+    """A table copied (``done``) or being copied (``copying``) by a snapshot at ``position``:
+    the follower's rows of it equal the leader's as of ``position``, so its changes before
+    ``position`` are not applied again."""
+
+    database: str
+    table: str
+    position: BinlogPosition
+    batch_id: str
+    state: str = DONE
+
+
+@dataclass(frozen=True)
+class TablePositions:
+    """The per-table positions of one pipeline."""
+
+    by_table: dict = None  # (database, table) -> TablePosition
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_table", dict(self.by_table or {}))
+
+    def of(self, database: str, table: str) -> TablePosition | None:
+        return self.by_table.get((database, table))
+
+    def copied_at(self, database: str, table: str) -> BinlogPosition | None:
+        """Where a finished copy of the table stands, or None (the pipeline's position rules)."""
+        found = self.of(database, table)
+        return found.position if found is not None and found.state == DONE else None
+
+    def pending_batch(self) -> str | None:
+        """The snapshot batch whose copy has not finished, if any."""
+        return next((p.batch_id for p in self.by_table.values() if p.state == COPYING), None)
+
+
+def read_table_positions(conn, pipeline: str) -> TablePositions:
+    import pymysql
+
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                f"SELECT db_name, table_name, binlog_file, binlog_pos, batch_id, state FROM {TABLE_POSITION_TABLE} "
+                "WHERE pipeline = %s", (pipeline,),
+            )
+            rows = cur.fetchall()
+    except pymysql.MySQLError as exc:
+        if _absent(exc):
+            return TablePositions()
+        raise
+    return TablePositions({
+        (r[0], r[1]): TablePosition(r[0], r[1], BinlogPosition(r[2], int(r[3])), r[4], r[5]) for r in rows
+    })
+
+
+def write_table_position(conn, pipeline: str, position: TablePosition) -> None:
+    """Upsert one table's position inside the caller's transaction (the caller commits)."""
+    with conn.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {TABLE_POSITION_TABLE} (pipeline, db_name, table_name, binlog_file, binlog_pos, batch_id, "
+            "state, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, UTC_TIMESTAMP(6)) "
+            "ON DUPLICATE KEY UPDATE binlog_file = VALUES(binlog_file), binlog_pos = VALUES(binlog_pos), "
+            "batch_id = VALUES(batch_id), state = VALUES(state), updated_at = VALUES(updated_at)",
+            (pipeline, position.database, position.table, position.position.file, position.position.offset,
+             position.batch_id, position.state),
+        )
+
+
+def start_snapshot(conn, batch) -> Checkpoint:
+    """Record that a snapshot batch (``contracts.ChangeBatch`` of snapshot segments) is to be
+    applied, in one transaction: the pipeline's checkpoint at the snapshot's position when it has
+    none yet (a pipeline whose first run is a snapshot), and each copied table's position marked
+    ``copying``, which holds back every stream batch until the merge has applied the copy.
+    Returns the checkpoint in force."""
+    ensure_checkpoint_table(conn)
+    conn.begin()
+    try:
+        checkpoint = read_checkpoint(conn, batch.pipeline, for_update=True)
+        if checkpoint is None:
+            checkpoint = Checkpoint(batch.pipeline, batch.start, None, batch.batch_id)
+            write_checkpoint(conn, checkpoint)
+        for segment in batch.segments:
+            write_table_position(conn, batch.pipeline, TablePosition(
+                segment.database, segment.table, segment.at, batch.batch_id, COPYING))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return checkpoint

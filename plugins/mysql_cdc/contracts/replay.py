@@ -11,15 +11,22 @@ in a second), the merge job asks it again under the checkpoint's row lock.
   position is ``>= P`` (``mysql_cdc.spark.transforms.after_checkpoint``).
 - a checkpoint carrying a pending-DDL marker at Q must continue with the DDL segment starting at
   Q: the marker says "this DDL may or may not have run", and only that segment can settle it.
+
+Per-table positions (a table copied by a snapshot at T): the table's rows and DDL before T are
+in the copy, so for that table the effective position is max(P, T) (``table_position``). A
+snapshot batch is not placed on the pipeline's position at all: each of its tables is applied
+unless that table already has a finished copy at or after the snapshot's position. While a
+snapshot's copy is unfinished, no stream batch may be applied: the stream would reach tables the
+copy has not created yet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .batch import ChangeBatch, DdlSegment, Segment
-from .checkpoint import Checkpoint
-from .position import PositionRange
+from .batch import ChangeBatch, DdlSegment, Segment, SnapshotSegment
+from .checkpoint import Checkpoint, TablePositions
+from .position import BinlogPosition, PositionRange
 
 
 class ReplayError(ValueError):
@@ -65,11 +72,50 @@ class ReplayPlan:
         return not self.segments
 
 
-def plan_replay(batch: ChangeBatch, checkpoint: Checkpoint | None) -> ReplayPlan:
+class SnapshotPendingError(ReplayError):
+    """A snapshot's copy has not finished: it must be applied before any stream batch."""
+
+
+def table_position(checkpoint: Checkpoint, positions: TablePositions, database: str, table: str) -> BinlogPosition:
+    """Where the follower's copy of one table stands: its changes before this are applied."""
+    copied = positions.copied_at(database, table)
+    return max(checkpoint.position, copied) if copied is not None else checkpoint.position
+
+
+def _covered(segment: DdlSegment, checkpoint: Checkpoint, positions: TablePositions) -> bool:
+    """A DDL whose every table target was copied after it: the copies already have its effect."""
+    tables = [t for t in segment.targets if t.table is not None]
+    return bool(tables) and len(tables) == len(segment.targets) and all(
+        segment.end <= table_position(checkpoint, positions, t.database, t.table) for t in tables
+    )
+
+
+def plan_snapshot(batch: ChangeBatch, positions: TablePositions) -> ReplayPlan:
+    """The tables of a snapshot batch that still need their copy applied."""
+    def applied(segment: SnapshotSegment) -> bool:
+        copied = positions.copied_at(segment.database, segment.table)
+        return copied is not None and copied >= segment.at
+
+    return ReplayPlan(tuple(s for s in batch.segments if not applied(s)))
+
+
+def plan_replay(batch: ChangeBatch, checkpoint: Checkpoint | None,
+                positions: TablePositions = TablePositions()) -> ReplayPlan:
+    if batch.is_snapshot:
+        return plan_snapshot(batch, positions)
+    pending = positions.pending_batch()
+    if pending is not None:
+        raise SnapshotPendingError(
+            f"pipeline {batch.pipeline!r} has an unfinished snapshot (batch {pending}): it must be applied "
+            f"before batch {batch.batch_id}; the next regular run of the pipeline finishes it"
+        )
     if already_applied(batch.range, checkpoint, batch.pipeline):
         return ReplayPlan(())
     position = checkpoint.position
-    segments = tuple(s for s in batch.segments if s.end > position)
+    segments = tuple(
+        s for s in batch.segments
+        if s.end > position and not (isinstance(s, DdlSegment) and _covered(s, checkpoint, positions))
+    )
     pending = checkpoint.pending_ddl_pos
     if pending is not None:
         first = segments[0] if segments else None

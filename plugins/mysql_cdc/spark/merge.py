@@ -27,13 +27,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..apply.faults import crash_point
+from ..contracts import change_row as cr
 from ..apply.follower import Follower, FollowerColumn, StagedTable
-from ..apply.reader import change_schema, read_plan, read_units
+from ..apply.reader import change_schema, read_plan, read_units, snapshot_schema
 from ..apply.staging import (
-    PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, scratch_prefix, scratch_segment_prefix,
+    COUNT, OP, PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, scratch_prefix, scratch_segment_prefix,
     staging_prefix, staging_segment_prefix, staging_table_prefix,
 )
-from ..contracts import ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, TableChanges, plan_replay
+from ..contracts import (
+    ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges, TablePositions,
+    plan_replay, table_position,
+)
 from ..settings import JobSecrets
 from ..storage import ObjectStore, StorageSpec, read_manifest
 from .transforms import after_checkpoint, net_changes
@@ -118,6 +122,7 @@ class _Context:
     batch: ChangeBatch
     follower: Follower
     summary: MergeSummary
+    positions: TablePositions
 
 
 def _stage_plan(ctx: _Context, segment: RowSegment, index: int, table: TableChanges,
@@ -147,7 +152,9 @@ def _stage_table(ctx: _Context, segment: RowSegment, index: int, table: TableCha
     started = time.monotonic()
     spark = ctx.spark()
     changes = read_changes(spark, ctx.secrets.storage, ctx.batch.prefix, table)
-    net = net_changes(after_checkpoint(changes, checkpoint.position), table)
+    # a table copied by a snapshot after the checkpoint has its changes up to the copy already
+    position = table_position(checkpoint, ctx.positions, table.database, table.table)
+    net = net_changes(after_checkpoint(changes, position), table)
     plan = _stage_plan(ctx, segment, index, table, columns)
     staged = StagedTable(table, columns, tuple(stage(net, plan)))
     report.net_rows = staged.total("rows")
@@ -163,18 +170,22 @@ def _drop_prepared(ctx: _Context, segment: RowSegment) -> None:
 def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint) -> Checkpoint:
     """Stage every table of the segment, then apply them all and move the checkpoint to the
     segment's end in one follower transaction."""
-    reports = [TableReport(t.qualified_name, t.row_count) for t in segment.tables]
+    # a table copied by a snapshot at or after the segment's end already holds all of its changes
+    # here (the follower may not even have it: it was dropped before its copy's position)
+    live = [i for i, t in enumerate(segment.tables)
+            if table_position(checkpoint, ctx.positions, t.database, t.table) < segment.end]
+    reports = {i: TableReport(segment.tables[i].qualified_name, segment.tables[i].row_count) for i in live}
     # every table is checked before anything is staged: a bad table leaves the follower untouched
-    columns = [ctx.follower.check_table(t) for t in segment.tables]
+    columns = {i: ctx.follower.check_table(segment.tables[i]) for i in live}
     try:
         ctx.spark()  # start Spark (if this is its first use) before the threads below share it
         # The tables' Spark jobs run concurrently: a small table's job is mostly latency (task
         # scheduling, Python workers, follower round trips), which overlaps well.
         with ThreadPoolExecutor(max_workers=_STAGING_THREADS) as pool:
             futures = [
-                pool.submit(_stage_table, ctx, segment, i, table, columns[i], checkpoint, reports[i])
-                for i, table in enumerate(segment.tables)
-                if table.files
+                pool.submit(_stage_table, ctx, segment, i, segment.tables[i], columns[i], checkpoint, reports[i])
+                for i in live
+                if segment.tables[i].files
             ]
             staged = [f.result() for f in futures]
         crash_point("after_staging")
@@ -195,7 +206,7 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
                         exc_info=True)
         raise
     _drop_prepared(ctx, segment)
-    for report in reports:
+    for report in reports.values():
         report.rows_written, report.apply_seconds = applied.get(report.table, (0, 0.0))
         log.info(
             "merged %s: %d change rows in, %d net rows, %d rows written, %.2f s (stage %.2f s, apply %.2f s), "
@@ -205,7 +216,7 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
         )
     log.info("committed segment %d up to %s (lock, checkpoint, commit: %.2f s)", segment.index, segment.end,
              commit_seconds)
-    ctx.summary.tables.extend(reports)
+    ctx.summary.tables.extend(reports.values())
     return done
 
 
@@ -214,10 +225,56 @@ def apply_ddl_segment(ctx: _Context, segment: DdlSegment, checkpoint: Checkpoint
     return ctx.follower.replay_ddl(ctx.batch, segment, checkpoint)
 
 
+def read_snapshot_rows(spark: SparkSession, storage: StorageSpec, batch_prefix: str,
+                       segment: SnapshotSegment) -> DataFrame:
+    """A snapshot table's rows, read by the executors, as inserts for the staging step."""
+    table = segment.as_table_changes()
+    schema = snapshot_schema(table)
+    units = read_plan(table, spark.sparkContext.defaultParallelism)
+    indexes = spark.range(0, len(units), 1, numPartitions=max(1, len(units)))
+    rows = indexes.mapInArrow(partial(read_units, storage, batch_prefix, schema, units), _spark_schema(schema))
+    return rows.select("*", F.lit(cr.INSERT).alias(OP), F.lit(1).cast("long").alias(COUNT))
+
+
+def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoint) -> Checkpoint:
+    """Replace one follower table's rows with its copy and record the table's position, in one
+    transaction (the table is created first from the leader's definition if it is missing or
+    different). The copy of the last table of a full snapshot also moves the pipeline's position."""
+    started = time.monotonic()
+    report = TableReport(segment.qualified_name, segment.row_count)
+    last = segment.index == len(ctx.batch.segments) - 1
+    done = None
+    if segment.full and last and checkpoint.position < ctx.batch.start:
+        # every table is now copied: the stream goes on from the earliest copy's position
+        done = Checkpoint(ctx.batch.pipeline, ctx.batch.start, None, ctx.batch.batch_id)
+    columns = ctx.follower.prepare_snapshot_table(segment)
+    table = segment.as_table_changes()
+    prepared = []
+    try:
+        if table.files:
+            rows = read_snapshot_rows(ctx.spark(), ctx.secrets.storage, ctx.batch.prefix, segment)
+            prepared = stage(rows, _stage_plan(ctx, segment, 0, table, columns))
+        crash_point("after_staging")
+        staged = StagedTable(table, columns, tuple(prepared))
+        report.net_rows = segment.row_count
+        report.stage_seconds = time.monotonic() - started
+        applied = time.monotonic()
+        report.rows_written = ctx.follower.apply_snapshot(checkpoint, segment, staged, ctx.store, ctx.batch.batch_id,
+                                                          done)
+        report.apply_seconds = time.monotonic() - applied
+    finally:
+        _drop_prepared(ctx, segment)
+    log.info("copied %s: %d rows at %s, %.2f s", segment.qualified_name, report.rows_written, segment.at,
+             report.seconds)
+    ctx.summary.tables.append(report)
+    return done or checkpoint
+
+
 # segment kind (the manifest's "kind") -> how it is applied; every kind the contract knows is here
 SEGMENT_APPLIERS: dict[str, Callable[[_Context, Segment, Checkpoint], Checkpoint]] = {
     "ddl": apply_ddl_segment,
     "rows": apply_row_segment,
+    "snapshot": apply_snapshot_segment,
 }
 
 
@@ -231,20 +288,21 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> M
     batch = read_manifest(store, manifest_uri)
     with Follower(secrets.follower) as follower:
         checkpoint = follower.checkpoint(batch.pipeline)
-        plan = plan_replay(batch, checkpoint)
+        positions = follower.table_positions(batch.pipeline)
+        plan = plan_replay(batch, checkpoint, positions)
         summary = MergeSummary(batch.pipeline, batch.batch_id, plan.noop, str(checkpoint.position))
         if plan.noop:
             log.info("batch %s ends at %s, at or before the checkpoint %s: nothing to do",
                      batch.batch_id, batch.end, checkpoint.position)
             return summary
-        ctx = _Context(get_spark, secrets, store, batch, follower, summary)
+        ctx = _Context(get_spark, secrets, store, batch, follower, summary, positions)
         # leftovers of a crashed attempt
         follower.drop_staging(staging_prefix(batch.pipeline))
         store.delete_prefix(scratch_prefix(batch.pipeline))
         for segment in plan.segments:
             checkpoint = SEGMENT_APPLIERS[segment.kind](ctx, segment, checkpoint)
             summary.segments_applied += 1
-        if checkpoint.position < batch.end:
+        if checkpoint.position < batch.end and not batch.is_snapshot:
             # the batch ends with transactions that touched no captured table
             done = Checkpoint(batch.pipeline, batch.end, batch.end_gtid, batch.batch_id)
             follower.advance(checkpoint, done)

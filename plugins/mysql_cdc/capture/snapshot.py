@@ -1,0 +1,465 @@
+"""Snapshot: copy tables whole from the leader, consistent with one binlog position.
+
+The other source of a change batch, beside the binlog stream (``extract``): a snapshot batch has
+one ``SnapshotSegment`` per table, whose Parquet files hold the table's rows as of the snapshot's
+position ``at``. Applying it replaces the follower's rows of the table and records ``at`` as the
+table's own position, so the stream skips the table's changes before ``at``.
+
+How the position is made consistent with the rows, without stopping the leader's writes:
+
+- **MariaDB**: ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` opens an InnoDB read view and, in the
+  same step, records the binlog position of exactly the transactions that view sees; the session
+  status ``binlog_snapshot_file`` / ``binlog_snapshot_position`` reports it. No lock at all.
+- **MySQL** has no such status. The copy takes ``FLUSH TABLES WITH READ LOCK`` for the moment it
+  takes to open the read view and read ``SHOW BINARY LOG STATUS``, then releases it, as
+  ``mysqldump --single-transaction --source-data`` does: commits pause for milliseconds, the copy
+  itself holds no lock. It needs the RELOAD privilege.
+
+Rows are read with an unbuffered cursor and written in bounded Arrow chunks to rolling Parquet
+files, so memory does not grow with the table. Values are converted to the same Arrow types the
+binlog capture gives each column type (``types``), selected so that every value is exact: a FLOAT
+is read as ``CAST(col AS DOUBLE)`` (its exact widening; FLOAT's own text has 6 digits), a
+TIMESTAMP in a UTC session, a SET as its text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any, Callable, Iterable, Sequence
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pymysql
+import pymysql.cursors
+
+from ..contracts import (
+    MANIFEST_NAME,
+    BinlogPosition,
+    ChangeBatch,
+    ColumnSpec,
+    SnapshotSegment,
+    batch_prefix,
+    snapshot_batch_id,
+)
+from ..settings import MySQLSettings
+from ..storage import ObjectStore, local_temp_dir
+from .filters import TableFilter
+from .leader import Leader, PreflightError
+from .writer import WriterLimits
+
+log = logging.getLogger(__name__)
+
+_ER_TABLE_DEF_CHANGED = 1412  # the table was altered after the read view was opened
+
+
+class SnapshotError(RuntimeError):
+    """The copy cannot be made; the message says why and what to do."""
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+# -- column types -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotColumn:
+    """How one column is read and typed: the SELECT expression, its MySQL type as the binlog would
+    name it, its Arrow type, and the conversion of a PyMySQL value to that Arrow type."""
+
+    name: str
+    select: str
+    mysql_type: str
+    arrow_type: pa.DataType
+    nullable: bool
+    convert: Callable[[Any], Any] | None = None
+
+    @property
+    def spec(self) -> ColumnSpec:
+        return ColumnSpec(self.name, self.mysql_type, str(self.arrow_type), self.nullable)
+
+
+_INTS = {  # data type -> (signed, unsigned) Arrow types, as the binlog capture types them
+    "tinyint": (pa.int8(), pa.int16()), "smallint": (pa.int16(), pa.int32()),
+    "mediumint": (pa.int32(), pa.int32()), "int": (pa.int32(), pa.int64()),
+}
+_TEXT = {"char": "char", "varchar": "varchar", "tinytext": "tinytext", "text": "text", "mediumtext": "mediumtext",
+         "longtext": "longtext"}
+_BLOBS = {"binary": "binary", "varbinary": "varbinary", "tinyblob": "tinyblob", "blob": "blob",
+          "mediumblob": "mediumblob", "longblob": "longblob"}
+
+
+def _fsp(name: str, precision: int | None) -> str:
+    return f"{name}({precision})" if precision else name
+
+
+def _text_value(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8")
+    return value
+
+
+def _zero_date(column: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if isinstance(value, str):  # PyMySQL hands back what it cannot parse as a date: '0000-00-00'
+            raise SnapshotError(
+                f"column {column}: value {value!r} is not a date (a zero date); fix the value on the leader or "
+                "exclude the table"
+            )
+        return value
+
+    return check
+
+
+def snapshot_column(row: dict) -> SnapshotColumn:
+    """The column of an ``information_schema.COLUMNS`` row."""
+    name, data_type = row["COLUMN_NAME"], row["DATA_TYPE"].lower()
+    column_type = row["COLUMN_TYPE"].lower()
+    nullable = row["IS_NULLABLE"] == "YES"
+    unsigned = "unsigned" in column_type
+    binary = (row["CHARACTER_SET_NAME"] or "").lower() == "binary"
+    select = _quote(name)
+
+    def column(mysql_type: str, arrow_type: pa.DataType, convert=None, expression: str = select) -> SnapshotColumn:
+        return SnapshotColumn(name, expression, mysql_type, arrow_type, nullable, convert)
+
+    if data_type in _INTS:
+        signed_type, unsigned_type = _INTS[data_type]
+        return column(f"{data_type} unsigned" if unsigned else data_type, unsigned_type if unsigned else signed_type)
+    if data_type == "bigint":
+        return column("bigint unsigned", pa.decimal128(20, 0), Decimal) if unsigned else column("bigint", pa.int64())
+    if data_type == "decimal":
+        precision, scale = int(row["NUMERIC_PRECISION"]), int(row["NUMERIC_SCALE"])
+        if precision <= 38:
+            return column(f"decimal({precision},{scale})", pa.decimal128(precision, scale))
+        return column(f"decimal({precision},{scale})", pa.string(), lambda v: format(v, "f"))
+    if data_type == "float":
+        return column("float", pa.float32(), expression=f"CAST({select} AS DOUBLE)")
+    if data_type == "double":
+        return column("double", pa.float64())
+    if data_type == "year":
+        return column("year", pa.int16(), int)
+    if data_type == "date":
+        return column("date", pa.date32(), _zero_date(name))
+    if data_type == "datetime":
+        return column(_fsp("datetime", row["DATETIME_PRECISION"]), pa.timestamp("us"), _zero_date(name))
+    if data_type == "timestamp":
+        return column(_fsp("timestamp", row["DATETIME_PRECISION"]), pa.timestamp("us", tz="UTC"), _zero_date(name))
+    if data_type == "time":
+        return column(_fsp("time", row["DATETIME_PRECISION"]), pa.duration("us"))
+    if data_type in _TEXT and not binary:
+        return column(_TEXT[data_type], pa.string(), _text_value)
+    if data_type in _TEXT or data_type in _BLOBS:
+        if data_type == "binary" or (data_type == "char" and binary):
+            return column(f"binary({int(row['CHARACTER_MAXIMUM_LENGTH'])})", pa.binary(), bytes)
+        return column(_BLOBS.get(data_type, "blob" if binary else data_type), pa.binary(), bytes)
+    if data_type in ("enum", "set"):
+        # CONCAT: the text the server shows (a SET as its comma list), never a driver's set object
+        return column(data_type, pa.string(), _text_value, expression=f"CONCAT({select})")
+    if data_type == "json":
+        return column("json", pa.string(), _text_value)
+    if data_type == "bit":
+        return column(column_type, pa.binary(), bytes)
+    if data_type in ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
+                     "multipolygon", "geometrycollection", "geomcollection"):
+        return column("geometry", pa.binary(), bytes)
+    raise SnapshotError(f"column {name}: type {column_type} cannot be copied; exclude the table")
+
+
+# -- one table's rows ---------------------------------------------------------------------------
+
+
+class SnapshotTableWriter:
+    """A table's rows into rolling Parquet files (its own columns only), uploaded as they fill."""
+
+    def __init__(self, store: ObjectStore, prefix: str, rel_dir: str, columns: Sequence[SnapshotColumn],
+                 tmp_dir: str, limits: WriterLimits):
+        self.store, self.prefix, self.rel_dir = store, prefix, rel_dir
+        self.columns, self.tmp_dir, self.limits = list(columns), tmp_dir, limits
+        self.schema = pa.schema([pa.field(c.name, c.arrow_type, c.nullable) for c in self.columns])
+        self.files: list[str] = []
+        self.row_count = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._local = ""
+        self._file_rows = 0
+
+    def write(self, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        arrays = []
+        for i, column in enumerate(self.columns):
+            values = [row[i] for row in rows]
+            if column.convert is not None:
+                values = [None if v is None else column.convert(v) for v in values]
+            arrays.append(pa.array(values, type=column.arrow_type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        if self._writer is None:
+            self._local = os.path.join(self.tmp_dir, f"part-{len(self.files):05d}-{id(self)}.parquet")
+            self._writer = pq.ParquetWriter(self._local, self.schema, compression="snappy")
+        self._writer.write_batch(batch)
+        self.row_count += len(rows)
+        self._file_rows += len(rows)
+        if self._file_rows >= self.limits.file_rows:
+            self._close_file()
+
+    def _close_file(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._writer = None
+        rel = f"{self.rel_dir}/part-{len(self.files):05d}.parquet"
+        self.store.put_file(self._local, f"{self.prefix}/{rel}")
+        os.unlink(self._local)
+        self.files.append(rel)
+        self._file_rows = 0
+
+    def finish(self) -> tuple[tuple[str, ...], int]:
+        self._close_file()
+        return tuple(self.files), self.row_count
+
+    def discard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            if os.path.exists(self._local):
+                os.unlink(self._local)
+
+
+# -- the copy -----------------------------------------------------------------------------------
+
+
+class LeaderSnapshot:
+    """One consistent read of the leader: ``open()`` fixes the position, then tables are read in it."""
+
+    def __init__(self, settings: MySQLSettings, flavor: str):
+        self.settings, self.flavor = settings, flavor
+        self.conn = None
+        self.position: BinlogPosition | None = None
+
+    def __enter__(self) -> "LeaderSnapshot":
+        self.conn = self.settings.connect(autocommit=False, cursorclass=pymysql.cursors.Cursor)
+        with self.conn.cursor() as cur:
+            # UTC: TIMESTAMP values come back as the UTC wall clock, as the binlog capture gives them
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        return self
+
+    def open_read_view(self) -> BinlogPosition:
+        """Start the consistent read; ``position`` is the binlog position it is consistent with."""
+        with self.conn.cursor() as cur:
+            if self.flavor == "mariadb":
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+                cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+                status = {name.lower(): value for name, value in cur.fetchall()}
+                self.position = BinlogPosition(status["binlog_snapshot_file"],
+                                               int(status["binlog_snapshot_position"]))
+            else:
+                self._mysql_position(cur)
+        return self.position
+
+    def _mysql_position(self, cur) -> None:
+        try:
+            cur.execute("FLUSH TABLES WITH READ LOCK")
+        except pymysql.err.OperationalError as exc:
+            if exc.args[0] in (1044, 1045, 1227):
+                raise PreflightError(
+                    f"leader user {self.settings.user!r} may not take the snapshot's brief read lock: GRANT RELOAD "
+                    f"ON *.* TO '{self.settings.user}'@'%' (MySQL has no lock-free consistent position)"
+                ) from None
+            raise
+        try:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            cur.execute("SHOW BINARY LOG STATUS")
+            row = cur.fetchone()
+            self.position = BinlogPosition(row[0], int(row[1]))
+        finally:
+            cur.execute("UNLOCK TABLES")
+
+    def __exit__(self, *exc) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.rollback()
+            finally:
+                self.conn.close()
+                self.conn = None
+
+    def _rows(self, sql: str, args: Sequence = ()) -> list[dict]:
+        with self.conn.cursor(pymysql.cursors.DictCursor) as cur:
+            cur.execute(sql, args or None)
+            return list(cur.fetchall())
+
+    def tables(self, table_filter: TableFilter, only: Iterable[str] | None = None) -> list[tuple[str, str]]:
+        """The base tables the filter captures (and, given ``only``, that match one of its globs)."""
+        from fnmatch import fnmatchcase
+
+        rows = self._rows(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+            "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys', %s) "
+            "ORDER BY TABLE_SCHEMA, TABLE_NAME", ("_mysql_cdc",),
+        )
+        found = [(r["TABLE_SCHEMA"], r["TABLE_NAME"]) for r in rows if table_filter.captures_table(
+            r["TABLE_SCHEMA"], r["TABLE_NAME"])]
+        if only is not None:
+            globs = list(only)
+            found = [t for t in found if any(fnmatchcase(f"{t[0]}.{t[1]}", g) for g in globs)]
+        return found
+
+    def describe(self, database: str, table: str) -> tuple[list[SnapshotColumn], tuple[str, ...], str, str]:
+        """Columns to copy (generated ones compute themselves), key columns, CREATE DATABASE, CREATE TABLE."""
+        rows = self._rows(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, "
+            "CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH, IS_NULLABLE, EXTRA FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (database, table),
+        )
+        columns = [snapshot_column(r) for r in rows if "GENERATED" not in (r["EXTRA"] or "").upper()]
+        keys = tuple(r["COLUMN_NAME"] for r in self._rows(
+            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", (database, table),
+        ))
+        with self.conn.cursor() as cur:
+            cur.execute(f"SHOW CREATE DATABASE {_quote(database)}")
+            create_database = cur.fetchone()[1]
+            cur.execute(f"SHOW CREATE TABLE {_quote(database)}.{_quote(table)}")
+            create_table = cur.fetchone()[1]
+        return columns, keys, create_database, create_table
+
+    def copy(self, database: str, table: str, columns: Sequence[SnapshotColumn], writer: SnapshotTableWriter,
+             chunk_rows: int) -> None:
+        """Every row of the table, in primary-key order where it has one, into ``writer``."""
+        select = ", ".join(c.select for c in columns)
+        sql = f"SELECT {select} FROM {_quote(database)}.{_quote(table)}"
+        cur = self.conn.cursor(pymysql.cursors.SSCursor)  # unbuffered: rows stream, memory stays flat
+        try:
+            cur.execute(sql)
+            while True:
+                rows = cur.fetchmany(chunk_rows)
+                if not rows:
+                    break
+                writer.write(rows)
+        finally:
+            cur.close()
+
+
+class _TableChanged(Exception):
+    """The table was created, altered or dropped around the read view's position: copy it in a new one."""
+
+
+_ER_NO_SUCH_TABLE = 1146
+_ER_BAD_FIELD = 1054  # a column dropped or renamed after the definition was read
+_MAX_READ_VIEWS = 20
+Definition = tuple  # snapshot.describe(): columns, keys, CREATE DATABASE, CREATE TABLE
+
+
+def _same_definition(before: Definition, after: Definition) -> bool:
+    def text(create: str) -> str:
+        return re.sub(r" AUTO_INCREMENT=\d+", "", create)  # moves with inserts, not with DDL
+
+    # columns are compared through the CREATE TABLE text (their converters are fresh closures)
+    return before[1:3] == after[1:3] and text(before[3]) == text(after[3])
+
+
+def _copy_table(snapshot: LeaderSnapshot, store: ObjectStore, prefix: str, index: int, database: str, table: str,
+                definition: Definition, tmp_dir: str, limits: WriterLimits) -> SnapshotSegment:
+    """Copy one table in the open read view. Its definition was read before the view opened and
+    is read again after the copy: information_schema and SHOW CREATE show the current definition,
+    not the view's, and an instant ALTER does not stop a consistent read, so only "the same before
+    and after" proves the rows were read with the definition the table had at the view's position."""
+    rel_dir = f"snap-{index:05d}/{quote(database, safe='')}.{quote(table, safe='')}"
+    store.delete_prefix(f"{prefix}/{rel_dir}")  # a previous read view's partial copy of this table
+    columns, keys, create_database, create_table = definition
+    if not columns:  # information_schema saw it mid-rename or mid-drop
+        raise _TableChanged()
+    writer = SnapshotTableWriter(store, prefix, rel_dir, columns, tmp_dir, limits)
+    try:
+        snapshot.copy(database, table, columns, writer, limits.chunk_rows)
+        files, rows = writer.finish()
+        if not _same_definition(definition, snapshot.describe(database, table)):
+            raise _TableChanged()
+    except pymysql.err.MySQLError as exc:
+        writer.discard()
+        if exc.args and exc.args[0] in (_ER_TABLE_DEF_CHANGED, _ER_NO_SUCH_TABLE, _ER_BAD_FIELD):
+            raise _TableChanged() from None
+        raise
+    except _TableChanged:
+        writer.discard()
+        raise
+    return SnapshotSegment(
+        index=index, at=snapshot.position, database=database, table=table, create_database=create_database,
+        create_table=create_table, columns=tuple(c.spec for c in columns), key_columns=keys, files=files,
+        row_count=rows, full=False,
+    )
+
+
+def _definitions(snapshot: LeaderSnapshot, tables: Iterable[tuple[str, str]]) -> dict:
+    return {key: snapshot.describe(*key) for key in tables}
+
+
+def snapshot_tables(settings: MySQLSettings, store: ObjectStore, pipeline: str, table_filter: TableFilter,
+                    only: Iterable[str] | None = None, limits: WriterLimits = WriterLimits()) -> ChangeBatch:
+    """Copy the captured tables (all of them, or those matching the globs ``only``) into one
+    snapshot batch, every table consistent with one binlog position; the manifest is written last.
+
+    Writes go on during the copy: they are after the position or in the copy, by the read view.
+    DDL goes on too, but a table whose definition or existence changes around the position cannot
+    be read as it was (information_schema and SHOW CREATE are not part of the read view; an instant
+    ALTER does not stop a consistent read). So the tables are listed and described before the read
+    view opens, listed again once it is open, and each table is described again right after its
+    rows are read: any difference, or a table the view cannot read, and the copy starts over in a
+    new read view. DDL after a table's copy is in the stream, as usual."""
+    with Leader(settings) as leader:
+        leader.check_settings()
+        flavor = leader.flavor
+    tmp_dir = local_temp_dir()
+    try:
+        for attempt in range(1, _MAX_READ_VIEWS + 1):
+            with LeaderSnapshot(settings, flavor) as snapshot:
+                listed = snapshot.tables(table_filter, only)
+                if only is not None and not listed:
+                    raise SnapshotError(
+                        f"no captured table matches {sorted(only)}: name tables as db.table (globs allowed) among "
+                        "the pipeline's include globs"
+                    )
+                full = only is None or set(listed) == set(snapshot.tables(table_filter))
+                try:
+                    definitions = _definitions(snapshot, listed)
+                    at = snapshot.open_read_view()
+                    batch_id = snapshot_batch_id(at, [f"{d}.{t}" for d, t in listed])
+                    prefix = batch_prefix(pipeline, batch_id)
+                    store.delete_prefix(f"{prefix}/{MANIFEST_NAME}")
+                    store.delete_prefix(prefix)
+                    if snapshot.tables(table_filter, only) != listed:
+                        raise _TableChanged()
+                    segments = [
+                        replace(_copy_table(snapshot, store, prefix, index, *key, definitions[key], tmp_dir, limits),
+                                full=full)
+                        for index, key in enumerate(listed)
+                    ]
+                except _TableChanged:
+                    log.info("snapshot %s: the leader's tables changed during the copy (attempt %d); a new read "
+                             "view", pipeline, attempt)
+                    continue
+                except pymysql.err.MySQLError as exc:
+                    if exc.args and exc.args[0] in (_ER_NO_SUCH_TABLE, _ER_BAD_FIELD, 1049):
+                        continue  # dropped or changed between the listing and its description
+                    raise
+            break
+        else:
+            raise SnapshotError(
+                f"the leader's tables kept changing definition during the copy ({_MAX_READ_VIEWS} read views); "
+                "retry the run when fewer schema changes are running"
+            )
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    for segment in segments:
+        log.info("snapshot %s: %s, %d rows at %s", pipeline, segment.qualified_name, segment.row_count, at)
+    batch = ChangeBatch(pipeline=pipeline, batch_id=batch_id, start=at, end=at, segments=tuple(segments),
+                        server_flavor=flavor, row_count=sum(s.row_count for s in segments))
+    store.put_bytes(f"{prefix}/{MANIFEST_NAME}", batch.to_json().encode())
+    return batch

@@ -1,0 +1,147 @@
+"""Snapshot: tables copied whole from the real leader, consistent with one binlog position, applied
+to the real follower, then streaming from there; resnapshot of chosen tables while the others
+stream. After every step the follower equals the leader."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from apply_workload import Workload
+from merge_helpers import assert_same_database, job_output, leader_position, spark_submit, table_rows
+from mysql_cdc.apply.faults import CRASH_ENV
+from mysql_cdc.contracts import COPYING, DONE, SnapshotPendingError, plan_replay
+from mysql_cdc.spark.merge import run_merge
+from test_merge_types import COLUMNS, NULLS, ROW_1, ROW_2
+
+
+def type_tables(db: str) -> list[str]:
+    return [
+        f"CREATE DATABASE {db}",
+        f"USE {db}",
+        f"CREATE TABLE types (id INT NOT NULL PRIMARY KEY, {COLUMNS})",
+        f"CREATE TABLE bag ({COLUMNS})",  # no key, duplicate rows
+        "CREATE TABLE empty_one (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE gen (id INT PRIMARY KEY, a INT, b INT AS (a * 2) VIRTUAL)",
+        f"INSERT INTO types VALUES (1, {ROW_1}), (2, {ROW_2}), (3, {NULLS})",
+        f"INSERT INTO bag VALUES ({ROW_1}), ({ROW_1}), ({ROW_2}), ({NULLS}), ({NULLS})",
+        "INSERT INTO gen (id, a) VALUES (1, 10), (2, NULL)",
+    ]
+
+
+@pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
+def test_first_snapshot_then_stream(make_pipeline, spark, flavor):
+    pipeline = make_pipeline(flavor=flavor, start=False)
+    leader, follower, db = pipeline.leader, pipeline.follower, pipeline.database
+    leader.run_sql(type_tables(db))
+
+    batch = pipeline.snapshot()
+    assert [s.table for s in batch.segments] == ["bag", "empty_one", "gen", "types"]
+    assert all(s.full for s in batch.segments) and batch.row_count == 10
+    assert {p.state for p in pipeline.table_positions().by_table.values()} == {COPYING}
+    assert pipeline.checkpoint().position == batch.start  # a first snapshot starts the pipeline at its position
+    run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert_same_database(leader, follower, db)
+    positions = pipeline.table_positions()
+    assert {(k, p.position, p.state) for k, p in positions.by_table.items()} == {
+        ((db, t), batch.start, DONE) for t in ("bag", "empty_one", "gen", "types")}
+    assert sum(table_rows(follower, db, "bag").values()) == 5
+
+    # applying the same snapshot again changes nothing
+    again = run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert again.noop
+
+    stream = pipeline.capture([f"USE {db}", "UPDATE types SET vc = 'streamed' WHERE id = 1",
+                               "DELETE FROM bag WHERE ti = 127", "INSERT INTO empty_one VALUES (1, 'x')",
+                               "ALTER TABLE gen ADD COLUMN c INT DEFAULT 7", "UPDATE gen SET a = 11 WHERE id = 1"])
+    assert stream.start == batch.start
+    run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)
+    assert_same_database(leader, follower, db)
+
+
+def test_copy_while_a_writer_changes_the_tables(make_pipeline, leader, follower, spark):
+    """The copy's position is exact: rows written while the copy runs are either in it or after its
+    position, never both, never neither (MariaDB: no lock at all)."""
+    pipeline = make_pipeline(start=False)
+    db = pipeline.database
+    workload = Workload(20261126, db)
+    setup = leader.connect()
+    try:
+        workload.setup(setup)
+        workload.run(setup, transactions=20)
+    finally:
+        setup.close()
+    stop = threading.Event()
+
+    def write():
+        conn = leader.connect()
+        try:
+            while not stop.is_set():
+                # DDL too: a copy that meets a changed table starts over in a new read view
+                workload.run(conn, transactions=3, ddl_probability=0.05)
+        finally:
+            conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        batch = pipeline.snapshot()
+    finally:
+        stop.set()
+        writer.join()
+    run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    stream = pipeline.capture([])  # everything the writer did after the copy's position
+    assert stream.row_count > 0, "the writer wrote nothing after the copy: the test proves nothing"
+    run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)
+    assert_same_database(leader, follower, db)
+
+
+def kv_tables(db: str) -> list[str]:
+    return [f"CREATE DATABASE {db}", f"USE {db}",
+            "CREATE TABLE kv (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE other (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO kv VALUES (1, 'a'), (2, 'b'), (3, 'c')", "INSERT INTO other VALUES (1, 1), (2, 2)"]
+
+
+@pytest.mark.parametrize("damage", ["rows", "dropped"])
+def test_resnapshot_repairs_one_table_while_the_others_stream(make_pipeline, leader, follower, spark, damage):
+    pipeline = make_pipeline()
+    db = pipeline.database
+    first = pipeline.capture(kv_tables(db))
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    follower.run_sql([f"DELETE FROM {db}.kv WHERE id = 2" if damage == "rows" else f"DROP TABLE {db}.kv"])
+    # changes to both tables, then the repair of kv, then more changes to both
+    leader.run_sql([f"UPDATE {db}.kv SET v = 'c2' WHERE id = 3", f"UPDATE {db}.other SET v = 10 WHERE id = 1"])
+    repair = pipeline.snapshot(only=[f"{db}.kv"])
+    assert [s.table for s in repair.segments] == ["kv"] and not repair.segments[0].full
+    leader.run_sql([f"INSERT INTO {db}.kv VALUES (4, 'd')", f"INSERT INTO {db}.other VALUES (3, 3)"])
+    stream = pipeline.extract(pipeline.position, leader_position(pipeline.leader_settings))
+
+    # the stream batch waits for the copy: applying it first is refused
+    with pytest.raises(SnapshotPendingError, match=f"unfinished snapshot \\(batch {repair.batch_id}\\)"):
+        run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)
+    run_merge(spark, pipeline.manifest_uri(repair), pipeline.secrets)
+    assert pipeline.checkpoint().position == first.end  # a partial copy leaves the stream's position alone
+    run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)  # kv's changes before the copy: skipped
+    assert_same_database(leader, follower, db)
+
+
+@pytest.mark.parametrize("point", ["after_staging", "before_commit"])
+def test_a_crashed_snapshot_merge_is_finished_by_its_retry(make_pipeline, leader, follower, spark, tmp_path, point):
+    pipeline = make_pipeline(start=False)
+    db = pipeline.database
+    leader.run_sql(kv_tables(db))
+    batch = pipeline.snapshot()
+    crashed = spark_submit(pipeline, batch, tmp_path / "job", {CRASH_ENV: point})
+    assert crashed.returncode != 0 and f"{CRASH_ENV}={point}" in job_output(crashed), job_output(crashed)[-2000:]
+    assert table_rows(follower, db, "kv") == {}, "nothing of the copy is visible before its commit"
+    assert pipeline.table_positions().pending_batch() == batch.batch_id
+    with pytest.raises(SnapshotPendingError):
+        plan_replay(pipeline.capture([f"INSERT INTO {db}.kv VALUES (9, 'z')"]), pipeline.checkpoint(),
+                    pipeline.table_positions())
+    retried = spark_submit(pipeline, batch, tmp_path / "retry")
+    assert retried.returncode == 0, job_output(retried)[-3000:]
+    assert pipeline.table_positions().pending_batch() is None
+    run_merge(spark, pipeline.manifest_uri(pipeline.batches[-1]), pipeline.secrets)
+    assert_same_database(leader, follower, db)
+    assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []
