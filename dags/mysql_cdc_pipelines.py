@@ -75,6 +75,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             include=config.include,
             exclude=config.exclude,
             start_position=config.start_position,
+            on_purged=config.on_purged,
             **retry_args,
         )
         merge = CdcMergeOperator(

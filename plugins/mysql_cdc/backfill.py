@@ -8,12 +8,16 @@ DAG changed, a run created through the metadata DB). The run-time check gives th
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from .contracts import POSITION_PATTERN, BinlogPosition, InvalidPosition, PositionRange
 
 START_PARAM = "start"
 END_PARAM = "end"
+RESNAPSHOT_PARAM = "resnapshot"
+# db.table with glob characters allowed, or "*" for every table of the pipeline
+TABLE_GLOB_PATTERN = r"^(\*|[^.\s]+\.[^.\s]+)$"
 
 
 class BackfillParamError(ValueError):
@@ -53,6 +57,20 @@ def backfill_range(params: Mapping[str, Any]) -> PositionRange | None:
     return PositionRange(start, end)
 
 
+def resnapshot_tables(params: Mapping[str, Any]) -> list[str] | None:
+    """The tables a run re-copies (``resnapshot``: db.table globs, or ["*"]), or None."""
+    value = params.get(RESNAPSHOT_PARAM)
+    if value in (None, "", []):
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and re.match(TABLE_GLOB_PATTERN, v) for v in value):
+        raise BackfillParamError(
+            RESNAPSHOT_PARAM, f"expected a list of db.table names (globs allowed) or [\"*\"], got {value!r}"
+        )
+    if _given(params.get(START_PARAM)) or _given(params.get(END_PARAM)):
+        raise BackfillParamError(RESNAPSHOT_PARAM, "a run either replays a binlog range or re-copies tables, not both")
+    return list(value)
+
+
 def backfill_params() -> dict:
     """The DAG params, with the schema the trigger form validates before a run is created."""
     from airflow.sdk import Param  # imported here: the rest of this module is plain Python
@@ -77,5 +95,15 @@ def backfill_params() -> dict:
             "Backfill end (FILE:OFFSET)",
             "Leave empty for a regular run. The position where the range ends (exclusive); "
             "it must not be past the leader's current position.",
+        ),
+        RESNAPSHOT_PARAM: Param(
+            None,
+            type=["null", "array"],
+            items={"type": "string", "pattern": TABLE_GLOB_PATTERN},
+            title="Re-copy tables (resnapshot)",
+            description="Leave empty for a regular run. Tables to copy again from the leader, consistently "
+            "with the stream, as db.table (globs allowed, e.g. shop.orders or shop.*), or * for every table: "
+            "repairs a follower table that is missing or damaged, or a purged checkpoint. Other tables keep "
+            "streaming.",
         ),
     }

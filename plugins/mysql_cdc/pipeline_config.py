@@ -11,7 +11,8 @@ pipelines:
     spark_conn_id: spark_default
     include: ["flvDb.*"]            # db.table globs
     exclude: []
-    start_position: current         # current | earliest | FILE:POS (first run only)
+    start_position: snapshot        # snapshot | current | earliest | FILE:POS (first run only)
+    on_purged: fail                 # fail | snapshot: what a run does when its binlog was purged
 ```
 
 Optional tuning fields: ``wait_timeout`` (seconds the sensor waits for the leader to move before the
@@ -45,7 +46,8 @@ from .storage import normalize_uri, uri_scheme
 
 PIPELINES_FILE_ENV = "CDC_PIPELINES_FILE"
 DEFAULT_SCHEDULE = "*/5 * * * *"
-START_POSITIONS = ("current", "earliest")
+START_POSITIONS = ("snapshot", "current", "earliest")
+ON_PURGED = ("fail", "snapshot")
 # Airflow's schedule presets (airflow.timetables ... cron_presets) plus the two non-cron ones.
 SCHEDULE_PRESETS = frozenset(
     {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly", "@annually"}
@@ -70,7 +72,9 @@ class PipelineConfig:
     spark_conn_id: str = "spark_default"
     include: tuple[str, ...] = ("*.*",)
     exclude: tuple[str, ...] = ()
-    start_position: str = "current"
+    # snapshot: the first run copies every included table, then streams from the copy's position
+    start_position: str = "snapshot"
+    on_purged: str = "fail"  # snapshot: a run whose binlog was purged copies every table again
     wait_timeout: float = 5.0  # a scheduled run with nothing new ends after this, skipped
     poke_interval: float = 1.0
     retries: int = 3
@@ -151,7 +155,14 @@ def _start_position(value: Any) -> str:
     try:
         return str(BinlogPosition.parse(value))
     except InvalidPosition as exc:
-        raise ValueError(f"must be 'current', 'earliest' or FILE:POS; {exc}") from None
+        raise ValueError(f"must be 'snapshot', 'current', 'earliest' or FILE:POS; {exc}") from None
+
+
+def _on_purged(value: Any) -> str:
+    value = _text(value)
+    if value not in ON_PURGED:
+        raise ValueError(f"must be one of {list(ON_PURGED)}, got {value!r}")
+    return value
 
 
 def _seconds(value: Any) -> float:
@@ -183,6 +194,7 @@ _CHECKS = {
     "include": _globs,
     "exclude": _globs,
     "start_position": _start_position,
+    "on_purged": _on_purged,
     "wait_timeout": _seconds,
     "poke_interval": _seconds,
     "retries": _count,

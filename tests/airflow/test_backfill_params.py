@@ -57,6 +57,23 @@ def test_the_trigger_form_schema_accepts_positions_and_empty():
     from airflow.sdk import ParamsDict
 
     params = ParamsDict(backfill_params())
-    assert params.validate() == {"start": None, "end": None}
+    assert params.validate() == {"start": None, "end": None, "resnapshot": None}
     params.update({"start": "binlog.000002:4", "end": "binlog.000002:900"})
-    assert params.validate() == {"start": "binlog.000002:4", "end": "binlog.000002:900"}
+    assert params.validate() == {"start": "binlog.000002:4", "end": "binlog.000002:900", "resnapshot": None}
+
+
+def test_resnapshot_takes_table_globs_and_never_a_range_too():
+    from airflow.sdk import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from mysql_cdc.backfill import BackfillParamError, resnapshot_tables
+
+    params = ParamsDict(backfill_params())
+    params.update({"resnapshot": ["shop.orders", "crm.*", "*"]})
+    assert params.validate()["resnapshot"] == ["shop.orders", "crm.*", "*"]
+    with pytest.raises(ParamValidationError, match="Invalid input for param resnapshot"):
+        params.update({"resnapshot": ["orders"]})  # not db.table
+    assert resnapshot_tables({"resnapshot": ["shop.*"]}) == ["shop.*"]
+    assert resnapshot_tables({"resnapshot": None}) is None and resnapshot_tables({}) is None
+    with pytest.raises(BackfillParamError, match="either replays a binlog range or re-copies tables"):
+        resnapshot_tables({"resnapshot": ["shop.*"], "start": "binlog.000001:4", "end": "binlog.000001:9"})

@@ -36,7 +36,7 @@ def test_defaults(tmp_path):
     assert config.schedule == DEFAULT_SCHEDULE == "*/5 * * * *"
     assert (config.aws_conn_id, config.spark_conn_id) == ("aws_default", "spark_default")
     assert (config.include, config.exclude) == (("*.*",), ())
-    assert config.start_position == "current"
+    assert config.start_position == "snapshot" and config.on_purged == "fail"
     assert config.uses_s3
     assert config.table_filter.captures_table("shop", "orders")
 
@@ -65,7 +65,8 @@ def test_manual_only_schedule(tmp_path):
         ({"schedul": "@daily"}, "schedul", "unknown field(s) ['schedul']"),
         ({"schedule": "every five minutes"}, "schedule", "not a cron expression"),
         ({"schedule": "@fortnightly"}, "schedule", "not a schedule preset"),
-        ({"start_position": "latest"}, "start_position", "must be 'current', 'earliest' or FILE:POS"),
+        ({"start_position": "latest"}, "start_position", "must be 'snapshot', 'current', 'earliest' or FILE:POS"),
+        ({"on_purged": "resnapshot"}, "on_purged", "must be one of ['fail', 'snapshot']"),
         ({"start_position": "binlog:12"}, "start_position", "FILE:OFFSET"),
         ({"include": "shop.*"}, "include", "must be a list of db.table globs"),
         ({"include": ["shop"]}, "include", "is not a db.table glob"),

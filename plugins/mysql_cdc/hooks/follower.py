@@ -7,6 +7,9 @@ merge (the job requires it) and moves it across batches that captured nothing.
 from __future__ import annotations
 
 from ..contracts import (
+    TablePositions,
+    read_table_positions,
+    start_snapshot,
     BinlogPosition,
     ChangeBatch,
     Checkpoint,
@@ -27,6 +30,15 @@ def checkpoint_of(settings: MySQLSettings, pipeline: str) -> Checkpoint | None:
     conn = connect_follower(settings)
     try:
         return read_checkpoint(conn, pipeline)
+    finally:
+        conn.close()
+
+
+def table_positions_of(settings: MySQLSettings, pipeline: str) -> TablePositions:
+    """The pipeline's per-table positions on the follower (none before any snapshot)."""
+    conn = connect_follower(settings)
+    try:
+        return read_table_positions(conn, pipeline)
     finally:
         conn.close()
 
@@ -105,5 +117,16 @@ class FollowerHook(MySQLConnectionHook):
             )
             conn.commit()
             return True
+        finally:
+            conn.close()
+
+    def table_positions(self, pipeline: str) -> TablePositions:
+        return table_positions_of(self.settings, pipeline)
+
+    def start_snapshot(self, batch: ChangeBatch) -> Checkpoint:
+        """Record a snapshot batch as unfinished (and a first checkpoint at its position)."""
+        conn = connect_follower(self.settings)
+        try:
+            return start_snapshot(conn, batch)
         finally:
             conn.close()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from ..capture.extract import extract_range
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader, PreflightError
+from ..capture.snapshot import snapshot_tables
 from ..contracts import BinlogPosition, ChangeBatch, PositionRange
 from ..storage import ObjectStore
 from .connections import MySQLConnectionHook
@@ -54,6 +55,17 @@ class LeaderHook(MySQLConnectionHook):
                 )
             leader.check_range(PositionRange(position, current))  # purged? inside a real file?
             return position
+
+    def snapshot(self, store: ObjectStore, pipeline: str, table_filter: TableFilter,
+                 only: Sequence[str] | None = None) -> ChangeBatch:
+        """Copy the tables (all, or those matching the globs ``only``) into a snapshot batch."""
+        return snapshot_tables(self.settings, store, pipeline, table_filter, only)
+
+    def is_purged(self, position: BinlogPosition) -> bool:
+        """Whether the leader no longer holds the binlog at ``position``."""
+        with self._leader() as leader:
+            files = leader.binlog_files()
+        return not files or position < BinlogPosition(files[0].name, 4) or position.file not in {f.name for f in files}
 
     def extract(self, store: ObjectStore, pipeline: str, range_: PositionRange, table_filter: TableFilter,
                 start_gtid: str | None = None) -> ChangeBatch | None:

@@ -6,9 +6,10 @@ the next batch (or a backfill's). The rules of which range to read live here, on
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Sequence
 
 from airflow.sdk import BaseHook
 
@@ -16,7 +17,7 @@ from ..capture.filters import TableFilter
 from ..capture.leader import Leader
 from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, PositionRange, already_applied
 from ..settings import MySQLSettings
-from .follower import FollowerHook, checkpoint_of
+from .follower import FollowerHook, checkpoint_of, table_positions_of
 from .leader import LeaderHook
 from .storage import BatchStorageHook
 
@@ -25,12 +26,15 @@ from .storage import BatchStorageHook
 class ChangeStatus:
     leader: BinlogPosition
     checkpoint: BinlogPosition | None  # None: the pipeline never ran
+    pending_snapshot: str | None = None  # an unfinished copy's batch id: the next run finishes it
 
     @property
     def has_changes(self) -> bool:
-        return self.checkpoint is None or self.checkpoint < self.leader
+        return self.checkpoint is None or self.checkpoint < self.leader or self.pending_snapshot is not None
 
     def describe(self) -> str:
+        if self.pending_snapshot is not None:
+            return f"the snapshot {self.pending_snapshot} is unfinished: this run finishes it"
         if self.checkpoint is None:
             return f"no checkpoint yet (leader at {self.leader}): the first run initializes it"
         if self.has_changes:
@@ -44,9 +48,10 @@ class ChangeStatus:
 def change_status(leader: MySQLSettings, follower: MySQLSettings, pipeline: str) -> ChangeStatus:
     """Blocking I/O on plain settings: the trigger runs it in a worker thread."""
     checkpoint = checkpoint_of(follower, pipeline)
+    pending = table_positions_of(follower, pipeline).pending_batch()
     with Leader(leader) as server:
         position = server.current_position()
-    return ChangeStatus(position, checkpoint.position if checkpoint else None)
+    return ChangeStatus(position, checkpoint.position if checkpoint else None, pending)
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class ExtractResult:
             "segments": len(self.batch.segments),
             "manifest_uri": self.manifest_uri,
             "backfill": self.backfill,
+            "kind": "snapshot" if self.batch.is_snapshot else "stream",
         }
 
 
@@ -84,7 +90,8 @@ class CdcPipelineHook(BaseHook):
         storage_uri: str | None = None,
         aws_conn_id: str | None = BatchStorageHook.default_conn_name,
         table_filter: TableFilter = TableFilter(),
-        start_position: str = "current",
+        start_position: str = "snapshot",
+        on_purged: str = "fail",
     ):
         super().__init__()
         self.pipeline = pipeline
@@ -94,6 +101,7 @@ class CdcPipelineHook(BaseHook):
         self.aws_conn_id = aws_conn_id
         self.table_filter = table_filter
         self.start_position = start_position
+        self.on_purged = on_purged
 
     @cached_property
     def leader(self) -> LeaderHook:
@@ -112,6 +120,28 @@ class CdcPipelineHook(BaseHook):
     def change_status(self) -> ChangeStatus:
         return change_status(self.leader.settings, self.follower.settings, self.pipeline)
 
+    def _snapshot(self, only: Sequence[str] | None) -> ExtractResult:
+        """Copy the tables (all, or those matching ``only``) and record the copy as unfinished on
+        the follower, so no stream batch is applied before it."""
+        batch = self.leader.snapshot(self.storage.store, self.pipeline, self.table_filter, only)
+        self.follower.start_snapshot(batch)
+        self.log.info("pipeline %s: copied %d tables (%d rows) at %s", self.pipeline, len(batch.segments),
+                      batch.row_count, batch.start)
+        return ExtractResult(range=batch.range, batch=batch, manifest_uri=self.storage.manifest_uri(batch),
+                             backfill=False)
+
+    def _finish_snapshot(self, batch_id: str) -> ExtractResult:
+        batch = self.storage.read_batch(self.pipeline, batch_id)
+        if batch is None:  # the batch store lost it: copy the same tables again
+            copying = [f"{p.database}.{p.table}" for p in
+                       self.follower.table_positions(self.pipeline).by_table.values() if p.batch_id == batch_id]
+            self.log.warning("pipeline %s: unfinished snapshot %s is gone from the batch store; copying %s again",
+                             self.pipeline, batch_id, copying)
+            return self._snapshot([glob.escape(t) for t in copying])
+        self.log.info("pipeline %s: finishing the snapshot %s first", self.pipeline, batch_id)
+        return ExtractResult(range=batch.range, batch=batch, manifest_uri=self.storage.manifest_uri(batch),
+                             backfill=False)
+
     def _checkpoint(self, backfill: PositionRange | None) -> Checkpoint:
         checkpoint = self.follower.read_checkpoint(self.pipeline)
         if checkpoint is not None:
@@ -122,12 +152,32 @@ class CdcPipelineHook(BaseHook):
         start = backfill.start if backfill else self.leader.resolve_start(self.start_position)
         return self.follower.initialize_checkpoint(self.pipeline, start)
 
-    def extract(self, backfill: PositionRange | None = None) -> ExtractResult:
-        """Regular run: [checkpoint, leader now). Backfill: the given range, checkpoint untouched."""
+    def extract(self, backfill: PositionRange | None = None, resnapshot: Sequence[str] | None = None) -> ExtractResult:
+        """The run's batch, by what the run is:
+
+        - an unfinished snapshot (a copy whose merge has not completed) is finished first: its
+          batch again, whatever the run asked for (a backfill aside);
+        - ``resnapshot`` (db.table globs): a copy of those tables, consistent with the stream;
+        - the first run of a ``start_position: snapshot`` pipeline: a copy of every table;
+        - a regular run: [checkpoint, leader now); with ``on_purged: snapshot``, a copy of every
+          table when that binlog was purged;
+        - a backfill: the given range, checkpoint untouched."""
+        if backfill is None:
+            pending = self.follower.table_positions(self.pipeline).pending_batch()
+            if pending is not None:
+                return self._finish_snapshot(pending)
+            if resnapshot:
+                return self._snapshot(resnapshot)
+            if self.start_position == "snapshot" and self.follower.read_checkpoint(self.pipeline) is None:
+                return self._snapshot(None)
         checkpoint = self._checkpoint(backfill)
         if backfill is None:
             range_ = PositionRange(checkpoint.position, self.leader.current_position())
             start_gtid = checkpoint.gtid
+            if self.on_purged == "snapshot" and self.leader.is_purged(range_.start):
+                self.log.warning("pipeline %s: its binlog from %s was purged; on_purged: snapshot copies every "
+                                 "table again", self.pipeline, range_.start)
+                return self._snapshot(None)
         else:
             if already_applied(backfill, checkpoint, self.pipeline):
                 self.log.info(

@@ -12,8 +12,8 @@ from functools import cached_property
 
 from airflow.sdk import BaseHook
 
-from ..contracts import MANIFEST_NAME, ChangeBatch
-from ..storage import ObjectStore, StorageSpec, read_manifest
+from ..contracts import MANIFEST_NAME, ChangeBatch, batch_prefix
+from ..storage import ObjectStore, StorageSpec, read_batch, read_manifest
 from .connections import required_connection
 
 
@@ -64,6 +64,10 @@ class BatchStorageHook(BaseHook):
 
     def manifest_uri(self, batch: ChangeBatch) -> str:
         return self.store.uri_of(f"{batch.prefix}/{MANIFEST_NAME}")
+
+    def read_batch(self, pipeline: str, batch_id: str) -> ChangeBatch | None:
+        """The committed batch with that id, or None (never written, or lost)."""
+        return read_batch(self.store, batch_prefix(pipeline, batch_id))
 
     def read_manifest(self, manifest_uri: str) -> ChangeBatch:
         """The batch a manifest URI names; it must live under this hook's storage root."""

@@ -8,10 +8,11 @@ from typing import Any, Sequence
 from airflow.sdk import Asset, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from ..backfill import BackfillParamError, backfill_range
+from ..backfill import BackfillParamError, backfill_range, resnapshot_tables
 from ..capture.filters import TableFilter
 from ..hooks.follower import FollowerHook
 from ..hooks.leader import LeaderHook
+from ..capture.snapshot import SnapshotError
 from ..contracts import ReplayError
 from ..hooks.pipeline import CdcPipelineHook
 from ..hooks.storage import BatchStorageHook
@@ -39,7 +40,7 @@ class CdcExtractOperator(BaseOperator):
                  follower_conn_id: str = FollowerHook.default_conn_name,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  include: Sequence[str] = ("*.*",), exclude: Sequence[str] = (),
-                 start_position: str = "current", **kwargs: Any):
+                 start_position: str = "snapshot", on_purged: str = "fail", **kwargs: Any):
         kwargs.setdefault("outlets", [batches_asset(storage_uri, pipeline)])
         super().__init__(**kwargs)
         self.pipeline = pipeline
@@ -50,18 +51,20 @@ class CdcExtractOperator(BaseOperator):
         self.include = tuple(include)
         self.exclude = tuple(exclude)
         self.start_position = start_position
+        self.on_purged = on_purged
 
     @cached_property
     def hook(self) -> CdcPipelineHook:
         return CdcPipelineHook(
             self.pipeline, self.leader_conn_id, self.follower_conn_id, self.storage_uri, self.aws_conn_id,
-            TableFilter(self.include, self.exclude), self.start_position,
+            TableFilter(self.include, self.exclude), self.start_position, self.on_purged,
         )
 
     def execute(self, context: Context) -> str:
         try:
-            result = self.hook.extract(backfill_range(context["params"]))
-        except (BackfillParamError, ReplayError) as exc:
+            params = context["params"]
+            result = self.hook.extract(backfill_range(params), resnapshot_tables(params))
+        except (BackfillParamError, ReplayError, SnapshotError) as exc:
             raise AirflowFailException(str(exc)) from None  # retrying cannot fix a bad range
         if result.batch is None:
             raise AirflowSkipException(f"nothing to extract: {result.range} is empty")

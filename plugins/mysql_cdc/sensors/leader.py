@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from ..backfill import BackfillParamError, backfill_range
+from ..backfill import BackfillParamError, backfill_range, resnapshot_tables
 from ..hooks.follower import FollowerHook
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
@@ -54,8 +54,9 @@ class LeaderAdvancedSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> dict | None:
         try:
-            if backfill_range(context["params"]) is not None:
-                self.log.info("backfill run: not waiting for the leader")
+            params = context["params"]
+            if backfill_range(params) is not None or resnapshot_tables(params) is not None:
+                self.log.info("backfill or resnapshot run: not waiting for the leader")
                 return None
         except BackfillParamError as exc:
             raise AirflowFailException(str(exc)) from None

@@ -45,7 +45,7 @@ def test_dag_shape(monkeypatch, tmp_path):
     assert wait.downstream_task_ids == {"extract_batch"} and extract.downstream_task_ids == {"merge_batch"}
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert dag.timetable.expression == "*/5 * * * *"
-    assert set(dag.params) == {"start", "end"}
+    assert set(dag.params) == {"start", "end", "resnapshot"}
 
     assert (wait.pipeline, wait.leader_conn_id, wait.follower_conn_id) == ("shop_cdc", "shop_leader", "shop_follower")
     assert (wait.timeout, wait.poke_interval) == (20, 4)

@@ -1,0 +1,82 @@
+"""Snapshot through real DAG runs, the way a user starts a pipeline on a leader that already has
+years of rows: the first run copies every table (start_position: snapshot, the default), later runs
+stream; a follower table dropped by mistake is repaired by a run triggered with {"resnapshot": [...]}
+while the other tables keep streaming; and with on_purged: snapshot a run whose binlog was purged
+copies everything again instead of failing. After every run the follower equals the leader."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from merge_helpers import assert_same_database
+from mysql_cdc.capture.leader import Leader
+from mysql_cdc.settings import MySQLSettings
+
+PIPELINE = "cdc_snapshot"
+SUCCESS, SKIPPED = "success", "skipped"
+ALL_SUCCESS = {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS}
+
+
+@pytest.fixture(scope="module")
+def history(leader, leader_user, airflow_connections, tmp_path_factory):
+    """A leader database with rows written long ago: their binlog is purged."""
+    db = f"snap_{uuid.uuid4().hex[:8]}"
+    leader.run_sql([
+        f"CREATE DATABASE {db}", f"USE {db}",
+        "CREATE TABLE customers (id INT PRIMARY KEY, name VARCHAR(40), since DATE)",
+        "CREATE TABLE visits (customer INT, at DATETIME(6), note TEXT)",  # no key, duplicates
+        "INSERT INTO customers VALUES (1, 'Ada', '2001-01-01'), (2, 'Bo', NULL), (3, 'Cy', '2003-03-03')",
+        "INSERT INTO visits VALUES (1, '2020-01-01 10:00:00.5', 'x'), (1, '2020-01-01 10:00:00.5', 'x'), "
+        "(3, NULL, NULL)",
+    ], database=None)
+    leader.run_sql(["FLUSH BINARY LOGS"])
+    with Leader(MySQLSettings(**leader_user)) as server:
+        current = server.current_position()
+    leader.purge_binary_logs_to(current.file)
+    pipeline = {
+        "name": PIPELINE, "schedule": None, "leader_conn_id": "mysql_leader", "follower_conn_id": "mysql_follower",
+        "storage_uri": f"file://{tmp_path_factory.mktemp('snapshot-batches')}", "include": [f"{db}.*"],
+        "on_purged": "snapshot", "wait_timeout": 3, "poke_interval": 1, "retries": 0,
+    }
+    Path(os.environ["CDC_PIPELINES_FILE"]).write_text(yaml.safe_dump({"pipelines": [pipeline]}))
+    return db
+
+
+def test_snapshot_stream_resnapshot_and_purged_binlog(dag_runner, history, leader, follower):
+    db = history
+    first = dag_runner.run(PIPELINE)
+    assert first.tasks == ALL_SUCCESS, first.log_file
+    assert "copied 2 tables (6 rows)" in first.log, first.log_file
+    assert_same_database(leader, follower, db)
+
+    leader.run_sql([f"INSERT INTO {db}.customers VALUES (4, 'Di', NULL)", f"DELETE FROM {db}.visits WHERE customer = 3"])
+    second = dag_runner.run(PIPELINE)
+    assert second.tasks == ALL_SUCCESS, second.log_file
+    assert_same_database(leader, follower, db)
+
+    # a follower table lost by mistake; the leader goes on writing to it and to the other table
+    follower.run_sql([f"DROP TABLE {db}.customers"])
+    leader.run_sql([f"UPDATE {db}.customers SET name = 'Ada L.' WHERE id = 1", f"INSERT INTO {db}.visits VALUES (4, NULL, 'new')"])
+    repair = dag_runner.run(PIPELINE, conf={"resnapshot": [f"{db}.customers"]})
+    assert repair.tasks == ALL_SUCCESS, repair.log_file
+    assert "backfill or resnapshot run: not waiting for the leader" in repair.log
+    stream = dag_runner.run(PIPELINE)  # visits' insert streams; customers' update is in its copy
+    assert stream.tasks == ALL_SUCCESS, stream.log_file
+    assert_same_database(leader, follower, db)
+
+    # the binlog after the checkpoint is purged while the pipeline is stopped: on_purged: snapshot
+    leader.run_sql([f"INSERT INTO {db}.customers VALUES (5, 'Ed', NULL)", "FLUSH BINARY LOGS"])
+    with Leader(MySQLSettings(**leader.conn_params())) as server:
+        current = server.current_position()
+    leader.purge_binary_logs_to(current.file)
+    recopied = dag_runner.run(PIPELINE)
+    assert recopied.tasks == ALL_SUCCESS, recopied.log_file
+    assert "on_purged: snapshot copies every table again" in recopied.log
+    assert_same_database(leader, follower, db)
+    idle = dag_runner.run(PIPELINE)
+    assert idle.tasks["wait_for_changes"] == SKIPPED, idle.log_file
