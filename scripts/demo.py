@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """`make demo`: the seed document's flvDb.pet session replicated through real Airflow DAG runs.
 
-1. starts a local MariaDB leader (ROW binlog) and follower (scripts/local_services.py);
+1. starts a local MariaDB leader (ROW binlog) and follower (scripts/local_services.py), and gives the
+   leader a history: a database with rows whose binlog is already purged;
 2. creates a throw-away AIRFLOW_HOME with SQLite metadata whose dags/plugins folders are this
    repository's, and the connections the default pipelines file names (AIRFLOW_CONN_*);
-3. runs the seed workload on the leader, then `airflow dags test mysql_cdc`: the deferrable sensor,
-   the extract into a Parquet change batch, and spark-submit of the merge job;
+3. `airflow dags test mysql_cdc`: the first run copies the existing tables (a snapshot); then the
+   seed workload on the leader and another run: the deferrable sensor, the extract into a Parquet
+   change batch, and spark-submit of the merge job;
 4. runs the DAG once more with nothing new: it ends skipped in seconds, without Spark;
 5. prints the leader's and the follower's `pet` side by side and exits non-zero unless equal.
 
@@ -37,6 +39,7 @@ VENV_BIN = Path(sys.executable).parent
 WORK = REPO / ".local" / "demo"
 DAG_ID = "mysql_cdc"  # the pipeline of dags/pipelines.yaml
 DB, TABLE = "flvDb", "pet"
+HISTORY_DB, HISTORY_TABLE = "shopDb", "orders"  # rows the leader had before the pipeline existed
 S3_BUCKET = "mysql-cdc-demo"
 
 
@@ -99,8 +102,8 @@ class Demo:
             "AIRFLOW_CONN_MYSQL_LEADER": mysql(self.leader_user),
             "AIRFLOW_CONN_MYSQL_FOLLOWER": mysql(self.follower_user),
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            # The leader is brand new: its whole binlog is the history to replicate.
-            "CDC_START_POSITION": "earliest",
+            # The leader's early binlog is purged: the first run copies its tables.
+            "CDC_START_POSITION": "snapshot",
             "CDC_STORAGE_URI": f"file://{WORK / 'batches'}",
             # spark-submit and the job's Python come from this virtualenv
             "PATH": f"{VENV_BIN}{os.pathsep}{self.env.get('PATH', '')}",
@@ -132,6 +135,25 @@ class Demo:
     def run_on_leader(self, statements: list[str]) -> None:
         self.leader.run_sql(statements)
 
+    def give_leader_a_history(self) -> None:
+        """Rows written before the pipeline existed, whose binlog is gone: only a copy brings them."""
+        rows = ", ".join(f"({i}, 'customer {i % 97}', {i * 7 % 1000}.{i % 100:02d})" for i in range(1, 1001))
+        self.leader.run_sql([
+            f"CREATE DATABASE {HISTORY_DB}",
+            f"CREATE TABLE {HISTORY_DB}.{HISTORY_TABLE} (id INT PRIMARY KEY, customer VARCHAR(40), "
+            "amount DECIMAL(10,2))",
+            f"INSERT INTO {HISTORY_DB}.{HISTORY_TABLE} VALUES {rows}",
+            "FLUSH BINARY LOGS",
+        ])
+        conn = self.leader.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW MASTER STATUS")
+                current = cur.fetchone()[0]
+        finally:
+            conn.close()
+        self.leader.purge_binary_logs_to(current)
+
     def dag_run(self, why: str) -> dict[str, str]:
         self.runs += 1
         log = WORK / "runs" / f"run-{self.runs}.log"
@@ -160,11 +182,11 @@ class Demo:
         order = ["wait_for_changes", "extract_batch", "merge_batch"]
         return {task: state for task, state in sorted(rows, key=lambda r: order.index(r[0]))}
 
-    def table(self, server) -> tuple[list[str], list[tuple]]:
+    def table(self, server, database: str = DB, table: str = TABLE) -> tuple[list[str], list[tuple]]:
         conn = server.connect()
         try:
             with conn.cursor() as cur:
-                cur.execute(f"SELECT * FROM `{DB}`.`{TABLE}` ORDER BY name")
+                cur.execute(f"SELECT * FROM `{database}`.`{table}` ORDER BY 1")
                 return [d[0] for d in cur.description], [tuple(r) for r in cur.fetchall()]
         finally:
             conn.close()
@@ -201,6 +223,14 @@ def main() -> int:
         demo.start_services()
         demo.configure_airflow()
 
+        demo.give_leader_a_history()
+        say(f"\nleader: {HISTORY_DB}.{HISTORY_TABLE} has 1000 rows written before the pipeline existed; "
+            "their binlog is purged")
+        states = demo.dag_run("the first run copies the existing tables: a snapshot")
+        if states != {"wait_for_changes": "success", "extract_batch": "success", "merge_batch": "success"}:
+            raise SystemExit(f"expected every task to succeed, got {states}")
+        say(f"  follower {HISTORY_DB}.{HISTORY_TABLE}: {len(demo.table(demo.follower, HISTORY_DB, HISTORY_TABLE)[1])} rows")
+
         say(f"\nleader: the seed session ({len(seed_statements(DB))} statements: CREATE DATABASE {DB}, "
             "CREATE TABLE pet, inserts, update, ALTER TABLE ADD COLUMN last_vaccine, delete, insert, update)")
         demo.run_on_leader(seed_statements(DB))
@@ -223,7 +253,9 @@ def main() -> int:
             if not apps:
                 say("\nthe merge did not run on the cluster")
                 return 1
-        if leader_table != follower_table:
+        history_equal = (demo.table(demo.leader, HISTORY_DB, HISTORY_TABLE)
+                         == demo.table(demo.follower, HISTORY_DB, HISTORY_TABLE))
+        if leader_table != follower_table or not history_equal:
             say("\nDIFFERENT: the follower does not equal the leader")
             return 1
         say("\nEQUAL: the follower equals the leader")

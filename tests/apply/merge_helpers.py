@@ -99,7 +99,7 @@ class Pipeline:
 
     def extract(self, start: BinlogPosition, end: BinlogPosition) -> ChangeBatch:
         batch = extract_range(self.leader_settings, self.store, self.name, PositionRange(start, end),
-                              TableFilter((f"{self.database}.*",)))
+                              TableFilter((f"{self.database}.*",)), positions=self.table_positions())
         assert batch is not None, f"the workload wrote nothing to the binlog in [{start}, {end})"
         self.position = max(self.position, end)
         self.batches.append(batch)

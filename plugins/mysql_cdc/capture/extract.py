@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -34,7 +35,7 @@ from pymysqlreplication.event import (
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
-from ..contracts import BinlogPosition, ChangeBatch, PositionRange
+from ..contracts import BinlogPosition, ChangeBatch, PositionRange, TablePositions
 from ..contracts import change_row as cr
 from ..storage import ObjectStore
 from .batch_writer import BatchWriter
@@ -53,6 +54,32 @@ from .writer import TableChangeWriter, TableSpec, WriterLimits
 log = logging.getLogger(__name__)
 
 _DML_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD")
+_NAME = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+# the table a single-table DML statement writes: INSERT/REPLACE [INTO], UPDATE, DELETE FROM, LOAD ... INTO TABLE
+_DML_TARGET = re.compile(
+    rf"^(?:INSERT|REPLACE)(?:\s+(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY|IGNORE))*\s+(?:INTO\s+)?(?P<a>{_NAME}(?:\.{_NAME})?)"
+    rf"|^UPDATE(?:\s+(?:LOW_PRIORITY|IGNORE))*\s+(?P<b>{_NAME}(?:\.{_NAME})?)\s+SET\b"
+    rf"|^DELETE(?:\s+(?:LOW_PRIORITY|QUICK|IGNORE))*\s+FROM\s+(?P<c>{_NAME}(?:\.{_NAME})?)\s*(?:WHERE\b|ORDER\b|LIMIT\b|$)"
+    rf"|^LOAD\s+DATA\b.*?\bINTO\s+TABLE\s+(?P<d>{_NAME}(?:\.{_NAME})?)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def dml_target(query: str, schema: str) -> tuple[str, str] | None:
+    """(database, table) a single-table DML statement writes, or None when it cannot be told
+    (a multi-table UPDATE or DELETE, INSERT … SELECT counts as its target)."""
+    match = _DML_TARGET.match(query.strip())
+    if not match:
+        return None
+    name = next(g for g in match.groups() if g)
+    parts = re.findall(_NAME, name)
+    if len(parts) == 2:
+        return _unquote(parts[0]), _unquote(parts[1])
+    return (schema, _unquote(parts[0])) if schema else None
 
 
 class CaptureError(RuntimeError):
@@ -75,8 +102,9 @@ class _Transaction:
 
 class BatchBuilder:
     def __init__(self, writer: BatchWriter, table_filter: TableFilter, start_gtid: str | None = None,
-                 inflater: EventInflater | None = None):
+                 inflater: EventInflater | None = None, positions: TablePositions = TablePositions()):
         self.writer = writer
+        self.positions = positions
         self.inflater = inflater
         self.range = range_ = writer.range
         self.filter = table_filter
@@ -230,10 +258,15 @@ class BatchBuilder:
             self._end_transaction(after)
             return
         if head in _DML_VERBS:
+            target = dml_target(query, schema)
+            if target is not None and self._settled(target, after):
+                return  # a table not captured, or one whose copy (a resnapshot) is past this statement
             raise CaptureError(
                 f"statement-format DML at {start} ({query[:120]!r}): some session wrote with "
                 "binlog_format=STATEMENT or MIXED, whose changes cannot be captured as rows. "
-                "Set binlog_format=ROW globally and stop sessions from overriding it"
+                "Set binlog_format=ROW globally and stop sessions from overriding it, then re-copy the table "
+                "it wrote with a resnapshot run (conf {\"resnapshot\": [\"db.table\"]}): statements before the "
+                "copy's position are then skipped"
             )
         try:
             parsed = parse_statement(query, schema)
@@ -272,10 +305,20 @@ class BatchBuilder:
             key_columns=tuple(columns[i].name for i in key_idx),
         )
 
+    def _settled(self, table: tuple[str, str], after: BinlogPosition) -> bool:
+        """Nothing of the table at this event is ours to capture: it is not captured, or a copy of
+        it (a snapshot at or after this event's end) already holds the event's effect."""
+        if not self.filter.captures_table(*table):
+            return True
+        copied = self.positions.copied_at(*table)
+        return copied is not None and after <= copied
+
     def _on_rows(self, event, start, after) -> None:
         spec = self.tables.get(event.table_id)
         if spec is None:
             return  # not captured (or its table map was filtered)
+        if self._settled((spec.database, spec.table), after):
+            return  # its copy holds these rows (even ones a partial row image could not carry)
         if self.txn is None:
             raise CaptureError(f"rows event at {start} outside any transaction")
         writer = self._writer_for(spec, start)
@@ -418,7 +461,7 @@ class BinlogReader:
 
 def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, range_: PositionRange,
                   table_filter: TableFilter = TableFilter(), limits: WriterLimits = WriterLimits(),
-                  start_gtid: str | None = None) -> ChangeBatch | None:
+                  start_gtid: str | None = None, positions: TablePositions = TablePositions()) -> ChangeBatch | None:
     """Write the batch for ``range_`` (manifest last) and return it; None for an empty range."""
     with Leader(settings) as leader:
         leader.check_settings()
@@ -427,7 +470,7 @@ def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, ra
     if range_.empty:
         return None
     with BatchWriter(store, pipeline, range_, limits, flavor) as writer, BinlogReader(settings, range_.start) as reader:
-        builder = BatchBuilder(writer, table_filter, start_gtid, reader.inflater)
+        builder = BatchBuilder(writer, table_filter, start_gtid, reader.inflater, positions)
         try:
             for event in reader:
                 builder.handle(event)

@@ -9,7 +9,7 @@ from ..capture.extract import extract_range
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader, PreflightError
 from ..capture.snapshot import snapshot_tables
-from ..contracts import BinlogPosition, ChangeBatch, PositionRange
+from ..contracts import BinlogPosition, ChangeBatch, PositionRange, TablePositions
 from ..storage import ObjectStore
 from .connections import MySQLConnectionHook
 
@@ -68,6 +68,8 @@ class LeaderHook(MySQLConnectionHook):
         return not files or position < BinlogPosition(files[0].name, 4) or position.file not in {f.name for f in files}
 
     def extract(self, store: ObjectStore, pipeline: str, range_: PositionRange, table_filter: TableFilter,
-                start_gtid: str | None = None) -> ChangeBatch | None:
-        """Write the change batch of ``range_`` (manifest last); None when the range is empty."""
-        return extract_range(self.settings, store, pipeline, range_, table_filter, start_gtid=start_gtid)
+                start_gtid: str | None = None, positions: TablePositions = TablePositions()) -> ChangeBatch | None:
+        """Write the change batch of ``range_`` (manifest last); None when the range is empty.
+        ``positions``: tables copied by a snapshot, whose events before their copy are skipped."""
+        return extract_range(self.settings, store, pipeline, range_, table_filter, start_gtid=start_gtid,
+                             positions=positions)

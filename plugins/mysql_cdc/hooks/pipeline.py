@@ -186,6 +186,7 @@ class CdcPipelineHook(BaseHook):
                 )
             range_, start_gtid = backfill, None
         self.log.info("pipeline %s: extracting %s", self.pipeline, range_)
-        batch = self.leader.extract(self.storage.store, self.pipeline, range_, self.table_filter, start_gtid)
+        batch = self.leader.extract(self.storage.store, self.pipeline, range_, self.table_filter, start_gtid,
+                                    self.follower.table_positions(self.pipeline))
         manifest_uri = self.storage.manifest_uri(batch) if batch is not None else None
         return ExtractResult(range=range_, batch=batch, manifest_uri=manifest_uri, backfill=backfill is not None)
