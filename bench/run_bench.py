@@ -31,6 +31,10 @@ ROWS = [
     ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
      "tiny_run_minus_spark_submit_s", "<= +15 s"),
     ("scheduled run, nothing new (s)", "nochange_run_s", None, "", None, "<= 10 s"),
+    ("snapshot rows/s, leader -> follower end to end", "snapshot_rows_per_s", "dump_rows_per_s",
+     "mariadb-dump --single-transaction | mariadb", "snapshot_vs_dump", ">= 1.0"),
+    ("snapshot copy peak RSS MB at 1M / 5M rows", "snapshot_rss_mb_1m", "snapshot_rss_mb_5m", "at 5M rows",
+     "snapshot_rss_5m_vs_1m", "<= 1.1"),
 ]
 
 
@@ -67,10 +71,11 @@ def main() -> None:
     parser.add_argument("--extract-rows", type=int, default=200_000)
     parser.add_argument("--merge-rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--snapshot-rows", type=int, default=5_000_000)
     parser.add_argument("--quick", action="store_true", help="small sizes, one repetition (a smoke run)")
     args = parser.parse_args()
     if args.quick:
-        args.extract_rows, args.merge_rows, args.repeat = 50_000, 50_000, 1
+        args.extract_rows, args.merge_rows, args.repeat, args.snapshot_rows = 50_000, 50_000, 1, 100_000
 
     results: dict = {"machine": machine(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     extract_args = ["bench/bench_extract.py", "--rows", str(args.extract_rows), "--repeat", str(args.repeat)]
@@ -79,6 +84,10 @@ def main() -> None:
     results.update(run_child(extract_args))
     results.update(run_child(["bench/bench_merge.py", "--rows", str(args.merge_rows), "--repeat", str(args.repeat)]))
     results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
+    snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows)]
+    results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
+    if "snapshot_rss_mb_5m" in results:
+        results["snapshot_rss_5m_vs_1m"] = round(results["snapshot_rss_mb_5m"] / results["snapshot_rss_mb_1m"], 3)
     if "extract_rss_mb_1m" in results:
         results["rss_5m_vs_1m"] = round(results["extract_rss_mb_5m"] / results["extract_rss_mb_1m"], 3)
     if "tiny_run_s" in results:
