@@ -41,6 +41,7 @@ WORKLOAD = [
 # (op, id, note) of every change row of the workload, in binlog order, and the columns' last image
 EXPECTED_BEFORE_ALTER = [("I", 1), ("I", 2), ("I", 3), ("U", 1), ("D", 2)]
 EXPECTED_AFTER_ALTER = [("I", 4), ("U", 3)]
+GTID_TAGGED = 0x2A
 
 
 def event_types(server, start) -> list[int]:
@@ -162,3 +163,36 @@ def test_partial_json_updates_are_refused_in_preflight_and_in_the_binlog(mysql_l
     with pytest.raises(UnknownEventError, match=r"PARTIAL_UPDATE_ROWS_EVENT \(type 39\) at .*binlog_row_value_options"
                                                 r"=PARTIAL_JSON.*resnapshot"):
         extract_range(settings, open_store(f"file://{tmp_path}/store"), "p", PositionRange(start, end))
+
+
+def test_tagged_gtids_are_recorded_exactly(mysql_leader, tmp_path, unique_name):
+    """MySQL 8.3+ tagged GTIDs (uuid:tag:N) reach the change rows and the batch's end GTID, as
+    the server itself counts them (gtid_executed), untagged ones beside them."""
+    settings = MySQLSettings(**mysql_leader.conn_params())
+    db = unique_name
+    mysql_leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)"])
+    start = leader_position(settings)
+    conn = mysql_leader.connect()
+    try:
+        with conn.cursor() as cur:
+            for i, tag in enumerate(["orders", "", "billing", "orders"], start=1):
+                cur.execute(f"SET gtid_next = 'AUTOMATIC{':' + tag if tag else ''}'")
+                cur.execute(f"INSERT INTO {db}.t VALUES ({i})")
+            cur.execute("SET gtid_next = 'AUTOMATIC'")
+            cur.execute("SELECT @@server_uuid, @@gtid_executed")
+            server_uuid, executed = cur.fetchone()
+    finally:
+        conn.close()
+    end = leader_position(settings)
+    assert GTID_TAGGED in event_types(mysql_leader, start), "the server wrote no tagged GTID event"
+    store = open_store(f"file://{tmp_path}/store")
+    batch = extract_range(settings, store, "p", PositionRange(start, end), TableFilter((f"{db}.*",)))
+    (segment,) = batch.segments
+    gtids = [r["_gtid"] for r in Captured(batch, store).rows(segment, "t")]
+    tagged = {tag: int(executed.replace("\n", "").split(f":{tag}:")[1].split(":")[0].split("-")[-1].split(",")[0])
+              for tag in ("orders", "billing")}
+    assert gtids[0] == f"{server_uuid}:orders:{tagged['orders'] - 1}"
+    assert gtids[1].startswith(f"{server_uuid}:") and gtids[1].count(":") == 1
+    assert gtids[2] == f"{server_uuid}:billing:{tagged['billing']}"
+    assert gtids[3] == f"{server_uuid}:orders:{tagged['orders']}"
+    assert batch.end_gtid == gtids[3]

@@ -39,7 +39,10 @@ from ..contracts import BinlogPosition, ChangeBatch, PositionRange, TablePositio
 from ..contracts import change_row as cr
 from ..storage import ObjectStore
 from .batch_writer import BatchWriter
-from .compressed import MARIADB_COMPRESSED, MYSQL_TRANSACTION_PAYLOAD, EventInflater
+from .compressed import (
+    CHECKSUM_SIZE, HEADER_SIZE, MARIADB_COMPRESSED, MYSQL_TRANSACTION_PAYLOAD, EventInflater, raw_event,
+)
+from .gtid import GtidDecodeError, tagged_gtid
 from .events import (
     ANONYMOUS_GTID_LOG_EVENT, CARRY_NOTHING, CARRY_NOTHING_CODES, GTID_TAGGED_LOG_EVENT, UnknownEventError,
 )
@@ -207,12 +210,21 @@ class BatchBuilder:
     def _on_gtid(self, event, start, after) -> None:
         self.txn = _Transaction(start=start, gtid=event.gtid, timestamp=event.timestamp)
 
-    def _on_gtid_without_text(self, event, start, after) -> None:
-        # MySQL's anonymous GTID (gtid_mode=OFF) and tagged GTID (uuid:tag:N, a format the library
-        # cannot decode) events begin a transaction like a GTID event; the batch then records no
-        # GTID for it rather than an older one
+    def _on_anonymous_gtid(self, event, start, after) -> None:
+        # MySQL with gtid_mode=OFF: begins a transaction like a GTID event, with no GTID; the
+        # batch then records none rather than an older one
         self.txn = _Transaction(start=start, gtid=None, timestamp=event.timestamp)
         self.last_gtid = None
+
+    def _on_tagged_gtid(self, event, start, after) -> None:
+        # MySQL 8.3+ tagged GTID (uuid:tag:N), in a format the library does not decode (gtid.py)
+        raw = raw_event(event)
+        body = raw[HEADER_SIZE:len(raw) - (CHECKSUM_SIZE if self._inflater(event).checksum else 0)]
+        try:
+            gtid = tagged_gtid(body)
+        except GtidDecodeError as exc:
+            raise CaptureError(f"at {start}: {exc}") from None
+        self.txn = _Transaction(start=start, gtid=gtid, timestamp=event.timestamp)
 
     def _on_mariadb_compressed(self, event, start, after) -> None:
         self.dispatch(self._inflater(event).mariadb(event), start, after)
@@ -408,8 +420,8 @@ class BatchBuilder:
     _RAW_HANDLERS = {
         **dict.fromkeys(MARIADB_COMPRESSED, _on_mariadb_compressed),
         MYSQL_TRANSACTION_PAYLOAD: _on_transaction_payload,
-        ANONYMOUS_GTID_LOG_EVENT: _on_gtid_without_text,
-        GTID_TAGGED_LOG_EVENT: _on_gtid_without_text,
+        ANONYMOUS_GTID_LOG_EVENT: _on_anonymous_gtid,
+        GTID_TAGGED_LOG_EVENT: _on_tagged_gtid,
     }
 
 
