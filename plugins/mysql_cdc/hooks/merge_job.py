@@ -72,6 +72,26 @@ def submit_arguments(manifest_uri: str, inputs: JobInputs, name: str, conf: Mapp
     }
 
 
+def bound_to_this_process(binary: str, directory: Path) -> str:
+    """A launcher of ``binary`` that the kernel kills when the process that started it dies
+    (``setpriv --pdeathsig KILL``). SparkSubmitHook.on_kill stops spark-submit when Airflow asks
+    the task to stop; a task process that is killed outright (SIGKILL, a lost worker) gets no such
+    call, and its spark-submit, the Spark driver and the Python workers under it would go on
+    merging. Killing spark-submit takes the rest with it (its children exit when it does).
+    Without setpriv (util-linux; on every Debian) the binary is used as is, with a warning."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "setpriv not found: a merge task killed outright would leave its spark-submit running")
+        return binary
+    launcher = directory / "spark-submit"
+    launcher.write_text(f'#!/bin/sh\nexec "{setpriv}" --pdeathsig KILL -- "{binary}" "$@"\n')
+    launcher.chmod(0o700)
+    return str(launcher)
+
+
 def spark_submit_binary(configured: str | None = None) -> str:
     """The spark-submit to run: the connection's ``spark-binary`` if it names one, else the one on
     PATH, else the one pyspark installed beside the running Python (``.venv/bin/airflow`` started
@@ -156,6 +176,7 @@ class MergeJobHook(BaseHook):
 
         binary = spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary"))
         with self.job_inputs() as inputs:
+            binary = bound_to_this_process(binary, Path(inputs.py_files).parent)
             arguments = submit_arguments(manifest_uri, inputs, name, conf, binary)
             self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **arguments)
             self.spark_submit.submit(str(MERGE_JOB))

@@ -15,6 +15,7 @@ from mysql_cdc.hooks.merge_job import JobInputs, spark_submit_binary, submit_arg
 from mysql_cdc.operators import CdcMergeOperator
 from mysql_cdc.settings import SECRETS_ENV
 
+PLUGINS = Path(__file__).resolve().parents[3] / "plugins"
 MANIFEST = "s3://lake/cdc/shop/batches/0000000001.00000000000000000004-0000000001.00000000000000000900/manifest.json"
 
 
@@ -78,3 +79,56 @@ def test_operator_templates_and_refuses_a_missing_manifest():
         operator.execute({})
     operator.on_kill()  # nothing submitted: nothing to kill, no error
     assert os.environ.get(SECRETS_ENV) is None  # the secrets path is never put into Airflow's own environment
+
+
+def test_a_merge_dies_with_the_task_process_that_started_it(tmp_path):
+    """A task process killed outright (no on_kill) must not leave its merge running: the launcher
+    makes the kernel kill spark-submit with it, and the Spark driver's Python and workers follow."""
+    import signal
+    import subprocess
+    import time
+
+    job = tmp_path / "endless_job.py"
+    job.write_text(
+        "import time\nfrom pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.getOrCreate()\n"
+        "def slow(it):\n    time.sleep(600)\n    yield from it\n"
+        "spark.range(0, 2, 1, 2).mapInArrow(slow, 'id long').collect()\n"
+    )
+    task = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "from pathlib import Path\n"
+        "from mysql_cdc.hooks.merge_job import bound_to_this_process, spark_submit_binary\n"
+        f"launcher = bound_to_this_process(spark_submit_binary(), Path({str(tmp_path)!r}))\n"
+        f"subprocess.Popen([launcher, '--master', 'local[2]', {str(job)!r}])\n"
+        "time.sleep(600)\n"
+    )], env={**os.environ, "PYTHONPATH": str(PLUGINS), "PYSPARK_PYTHON": sys.executable},
+        stdout=open(tmp_path / "task.log", "w"), stderr=subprocess.STDOUT)
+
+    def running() -> list[str]:
+        """spark-submit's JVM and the driver (their arguments name the job) and every process under them."""
+        rows = [line.split(None, 2) for line in subprocess.run(
+            ["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout.splitlines()[1:]]
+        ours = {pid for pid, _, args in rows if str(job) in args}
+        grew = True
+        while grew:
+            below = {pid for pid, ppid, _ in rows if ppid in ours} - ours
+            grew, ours = bool(below), ours | below
+        return [f"{pid} {args}" for pid, _, args in rows if pid in ours]
+
+    try:
+        deadline = time.monotonic() + 120
+        # wait until the Spark tasks run in Python workers: the whole tree is there to outlive the task
+        while not any("pyspark.daemon" in line for line in running()):
+            assert task.poll() is None, f"the task process ended: {task.returncode}"
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.5)
+        task.send_signal(signal.SIGKILL)  # the task dies without a word
+        deadline = time.monotonic() + 30
+        while running():
+            assert time.monotonic() < deadline, f"the merge outlived its task: {running()}"
+            time.sleep(0.5)
+    finally:
+        task.kill()
+        for line in running():
+            os.kill(int(line.split()[0]), signal.SIGKILL)
