@@ -143,16 +143,8 @@ class Demo:
             f"CREATE TABLE {HISTORY_DB}.{HISTORY_TABLE} (id INT PRIMARY KEY, customer VARCHAR(40), "
             "amount DECIMAL(10,2))",
             f"INSERT INTO {HISTORY_DB}.{HISTORY_TABLE} VALUES {rows}",
-            "FLUSH BINARY LOGS",
         ])
-        conn = self.leader.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SHOW MASTER STATUS")
-                current = cur.fetchone()[0]
-        finally:
-            conn.close()
-        self.leader.purge_binary_logs_to(current)
+        self.leader.purge_binary_logs()
 
     def dag_run(self, why: str) -> dict[str, str]:
         self.runs += 1

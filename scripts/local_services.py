@@ -282,6 +282,23 @@ class MariaDBServer:
             "--no-defaults",
             "--user=root",  # mariadbd refuses to run as root without this
             f"--datadir={self.datadir}",
+            *self._common_args(),
+        ]
+        if self.binlog:
+            args += [
+                f"--log-bin={self.datadir}/binlog",
+                "--binlog-format=ROW",
+                "--binlog-row-image=FULL",
+                # FULL row metadata puts column names / signedness / charsets into the
+                # TABLE_MAP events, which the CDC reader needs to decode rows by name.
+                "--binlog-row-metadata=FULL",
+            ]
+        args += list(self.extra_args)
+        return args
+
+    def _common_args(self) -> list[str]:
+        """What every server of ours runs with, MariaDB and MySQL alike."""
+        return [
             f"--socket={self.socket_path}",
             f"--port={self.port}",
             f"--bind-address={self.host}",
@@ -296,17 +313,6 @@ class MariaDBServer:
             "--collation-server=utf8mb4_unicode_ci",
             f"--server-id={self.server_id}",
         ]
-        if self.binlog:
-            args += [
-                f"--log-bin={self.datadir}/binlog",
-                "--binlog-format=ROW",
-                "--binlog-row-image=FULL",
-                # FULL row metadata puts column names / signedness / charsets into the
-                # TABLE_MAP events, which the CDC reader needs to decode rows by name.
-                "--binlog-row-metadata=FULL",
-            ]
-        args += list(self.extra_args)
-        return args
 
     def _install_db(self) -> None:
         self.datadir.mkdir(parents=True)
@@ -490,6 +496,19 @@ class MariaDBServer:
                 raise ServiceError(f"{self.name}: binlog files before {binlog_file} still there after {timeout}s")
             time.sleep(0.2)
 
+    def purge_binary_logs(self) -> str:
+        """Start a new binlog file and purge every one before it; returns the new file's name."""
+        self.run_sql(["FLUSH BINARY LOGS"])
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                current = cur.fetchall()[-1][0]
+        finally:
+            conn.close()
+        self.purge_binary_logs_to(current)
+        return current
+
     def connect(
         self,
         user: str | None = None,
@@ -604,21 +623,8 @@ class MySQLServer(MariaDBServer):
         ]
 
     def _server_args(self) -> list[str]:
-        args = self._mysqld() + [
-            f"--socket={self.socket_path}",
-            f"--port={self.port}",
-            f"--bind-address={self.host}",
+        args = self._mysqld() + self._common_args() + [
             "--mysqlx=OFF",
-            f"--pid-file={self.pid_file}",
-            f"--log-error={self.error_log}",
-            "--skip-name-resolve",
-            "--innodb-buffer-pool-size=128M",
-            "--max-connections=500",
-            "--local-infile=1",
-            "--default-time-zone=+00:00",
-            "--character-set-server=utf8mb4",
-            "--collation-server=utf8mb4_unicode_ci",
-            f"--server-id={self.server_id}",
             "--gtid-mode=ON",
             "--enforce-gtid-consistency=ON",
         ]

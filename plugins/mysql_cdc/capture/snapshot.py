@@ -25,7 +25,6 @@ TIMESTAMP in a UTC session, a SET as its text.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 from dataclasses import dataclass, replace
@@ -34,7 +33,6 @@ from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pymysql
 import pymysql.cursors
 
@@ -51,7 +49,7 @@ from ..settings import MySQLSettings
 from ..storage import ObjectStore, local_temp_dir
 from .filters import TableFilter
 from .leader import Leader, PreflightError
-from .writer import WriterLimits
+from .writer import RollingParquetFiles, WriterLimits
 
 log = logging.getLogger(__name__)
 
@@ -181,14 +179,10 @@ class SnapshotTableWriter:
 
     def __init__(self, store: ObjectStore, prefix: str, rel_dir: str, columns: Sequence[SnapshotColumn],
                  tmp_dir: str, limits: WriterLimits):
-        self.store, self.prefix, self.rel_dir = store, prefix, rel_dir
-        self.columns, self.tmp_dir, self.limits = list(columns), tmp_dir, limits
+        self.columns = list(columns)
         self.schema = pa.schema([pa.field(c.name, c.arrow_type, c.nullable) for c in self.columns])
-        self.files: list[str] = []
+        self.parts = RollingParquetFiles(store, prefix, rel_dir, self.schema, tmp_dir, limits)
         self.row_count = 0
-        self._writer: pq.ParquetWriter | None = None
-        self._local = ""
-        self._file_rows = 0
 
     def write(self, rows: list[tuple]) -> None:
         if not rows:
@@ -199,37 +193,15 @@ class SnapshotTableWriter:
             if column.convert is not None:
                 values = [None if v is None else column.convert(v) for v in values]
             arrays.append(pa.array(values, type=column.arrow_type))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-        if self._writer is None:
-            self._local = os.path.join(self.tmp_dir, f"part-{len(self.files):05d}-{id(self)}.parquet")
-            self._writer = pq.ParquetWriter(self._local, self.schema, compression="snappy")
-        self._writer.write_batch(batch)
+        self.parts.write(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.row_count += len(rows)
-        self._file_rows += len(rows)
-        if self._file_rows >= self.limits.file_rows:
-            self._close_file()
-
-    def _close_file(self) -> None:
-        if self._writer is None:
-            return
-        self._writer.close()
-        self._writer = None
-        rel = f"{self.rel_dir}/part-{len(self.files):05d}.parquet"
-        self.store.put_file(self._local, f"{self.prefix}/{rel}")
-        os.unlink(self._local)
-        self.files.append(rel)
-        self._file_rows = 0
 
     def finish(self) -> tuple[tuple[str, ...], int]:
-        self._close_file()
-        return tuple(self.files), self.row_count
+        self.parts.close_file()
+        return tuple(self.parts.files), self.row_count
 
     def discard(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-            if os.path.exists(self._local):
-                os.unlink(self._local)
+        self.parts.discard()
 
 
 # -- the copy -----------------------------------------------------------------------------------

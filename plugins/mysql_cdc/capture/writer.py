@@ -49,6 +49,51 @@ class TableSpec:
         return (self.names, tuple(t.mysql_type for t in self.types), self.key_columns)
 
 
+class RollingParquetFiles:
+    """Record batches into Parquet files of at most ``limits.file_rows`` rows / ``file_bytes``
+    bytes, each written locally, then uploaded to ``<prefix>/<rel_dir>/part-NNNNN.parquet`` and
+    removed. ``files`` lists the uploaded ones, relative to the batch directory."""
+
+    def __init__(self, store: ObjectStore, prefix: str, rel_dir: str, schema: pa.Schema, tmp_dir: str,
+                 limits: WriterLimits):
+        self.store, self.prefix, self.rel_dir = store, prefix, rel_dir
+        self.schema, self.tmp_dir, self.limits = schema, tmp_dir, limits
+        self.files: list[str] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._local = ""
+        self._file_rows = self._file_bytes = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._writer is None:
+            self._local = os.path.join(self.tmp_dir, f"part-{len(self.files):05d}-{id(self)}.parquet")
+            self._writer = pq.ParquetWriter(self._local, self.schema, compression="snappy")
+        self._writer.write_batch(batch)
+        self._file_rows += batch.num_rows
+        self._file_bytes += batch.nbytes
+        if self._file_rows >= self.limits.file_rows or self._file_bytes >= self.limits.file_bytes:
+            self.close_file()
+
+    def close_file(self) -> None:
+        """Upload the file in progress, if any."""
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._writer = None
+        rel = f"{self.rel_dir}/part-{len(self.files):05d}.parquet"
+        self.store.put_file(self._local, f"{self.prefix}/{rel}")
+        os.unlink(self._local)
+        self.files.append(rel)
+        self._file_rows = self._file_bytes = 0
+
+    def discard(self) -> None:
+        """Close and drop the local file in progress (a failed extraction); nothing is uploaded."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            if os.path.exists(self._local):
+                os.unlink(self._local)
+
+
 class TableChangeWriter:
     def __init__(self, spec: TableSpec, store: ObjectStore, batch_prefix: str, segment_dir: str,
                  tmp_dir: str, limits: WriterLimits):
@@ -56,16 +101,11 @@ class TableChangeWriter:
         self.store = store
         self.limits = limits
         self.schema = cr.change_row_schema(spec.fields)
-        self.rel_dir = f"{segment_dir}/{quote(spec.database, safe='')}.{quote(spec.table, safe='')}"
-        self.batch_prefix = batch_prefix
-        self.tmp_dir = tmp_dir
-        self.files: list[str] = []
+        rel_dir = f"{segment_dir}/{quote(spec.database, safe='')}.{quote(spec.table, safe='')}"
+        self.parts = RollingParquetFiles(store, batch_prefix, rel_dir, self.schema, tmp_dir, limits)
         self.row_count = 0
         self._converters = [(i, t.convert) for i, t in enumerate(spec.types) if t.convert]
         self._reset_chunk()
-        self._writer: pq.ParquetWriter | None = None
-        self._file_rows = 0
-        self._file_bytes = 0
 
     def _reset_chunk(self) -> None:
         self.rows: list[tuple] = []
@@ -138,37 +178,14 @@ class TableChangeWriter:
             return
         batch = self._record_batch()
         self._reset_chunk()
-        if self._writer is None:
-            self._local = os.path.join(self.tmp_dir, f"part-{len(self.files):05d}-{id(self)}.parquet")
-            self._writer = pq.ParquetWriter(self._local, self.schema, compression="snappy")
-        self._writer.write_batch(batch)
-        self._file_rows += batch.num_rows
-        self._file_bytes += batch.nbytes
-        if self._file_rows >= self.limits.file_rows or self._file_bytes >= self.limits.file_bytes:
-            self._close_file()
-
-    def _close_file(self) -> None:
-        if self._writer is None:
-            return
-        self._writer.close()
-        self._writer = None
-        rel = f"{self.rel_dir}/part-{len(self.files):05d}.parquet"
-        self.store.put_file(self._local, f"{self.batch_prefix}/{rel}")
-        os.unlink(self._local)
-        self.files.append(rel)
-        self._file_rows = self._file_bytes = 0
+        self.parts.write(batch)
 
     def discard(self) -> None:
-        """Close and drop the local file in progress (a failed extraction); nothing is uploaded."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-            if os.path.exists(self._local):
-                os.unlink(self._local)
+        self.parts.discard()
 
     def finish(self) -> TableChanges:
         self._flush_chunk()
-        self._close_file()
+        self.parts.close_file()
         columns = tuple(
             ColumnSpec(name, t.mysql_type, str(t.arrow_type), nullable)
             for name, t, nullable in zip(self.spec.names, self.spec.types, self.spec.nullable)
@@ -178,6 +195,6 @@ class TableChangeWriter:
             table=self.spec.table,
             columns=columns,
             key_columns=self.spec.key_columns,
-            files=tuple(self.files),
+            files=tuple(self.parts.files),
             row_count=self.row_count,
         )

@@ -58,6 +58,10 @@ class ColumnSpec:
     nullable: bool = True
 
 
+def _columns(data: dict[str, Any], where: str) -> tuple[ColumnSpec, ...]:
+    return tuple(ColumnSpec(**_strict(ColumnSpec, c, f"{where}.columns[{i}]")) for i, c in enumerate(data["columns"]))
+
+
 @dataclass(frozen=True)
 class TableChanges:
     database: str
@@ -81,10 +85,7 @@ class TableChanges:
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str) -> "TableChanges":
         _strict(cls, data, where)
-        columns = tuple(
-            ColumnSpec(**_strict(ColumnSpec, c, f"{where}.columns[{i}]"))
-            for i, c in enumerate(data["columns"])
-        )
+        columns = _columns(data, where)
         return cls(
             database=data["database"],
             table=data["table"],
@@ -238,9 +239,7 @@ class SnapshotSegment:
             table=data["table"],
             create_database=data["create_database"],
             create_table=data["create_table"],
-            columns=tuple(
-                ColumnSpec(**_strict(ColumnSpec, c, f"{where}.columns[{i}]")) for i, c in enumerate(data["columns"])
-            ),
+            columns=_columns(data, where),
             key_columns=tuple(data["key_columns"]),
             files=tuple(data["files"]),
             row_count=int(data["row_count"]),

@@ -99,16 +99,21 @@ def plan_snapshot(batch: ChangeBatch, positions: TablePositions) -> ReplayPlan:
     return ReplayPlan(tuple(s for s in batch.segments if not applied(s)))
 
 
-def plan_replay(batch: ChangeBatch, checkpoint: Checkpoint | None,
-                positions: TablePositions = TablePositions()) -> ReplayPlan:
-    if batch.is_snapshot:
-        return plan_snapshot(batch, positions)
+def require_no_pending_snapshot(batch: ChangeBatch, positions: TablePositions) -> None:
+    """A stream batch waits for an unfinished copy: the stream would reach tables it has not made."""
     pending = positions.pending_batch()
     if pending is not None:
         raise SnapshotPendingError(
             f"pipeline {batch.pipeline!r} has an unfinished snapshot (batch {pending}): it must be applied "
             f"before batch {batch.batch_id}; the next regular run of the pipeline finishes it"
         )
+
+
+def plan_replay(batch: ChangeBatch, checkpoint: Checkpoint | None,
+                positions: TablePositions = TablePositions()) -> ReplayPlan:
+    if batch.is_snapshot:
+        return plan_snapshot(batch, positions)
+    require_no_pending_snapshot(batch, positions)
     if already_applied(batch.range, checkpoint, batch.pipeline):
         return ReplayPlan(())
     position = checkpoint.position

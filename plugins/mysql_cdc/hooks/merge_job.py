@@ -30,8 +30,8 @@ from typing import Any, Iterator, Mapping
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..contracts import ChangeBatch, Checkpoint, SnapshotPendingError, already_applied
-from ..contracts.replay import plan_snapshot
+from ..contracts import ChangeBatch, Checkpoint, already_applied
+from ..contracts.replay import plan_snapshot, require_no_pending_snapshot
 from ..packaging import MERGE_JOB, build_py_files
 from ..settings import SECRETS_ENV, JobSecrets
 from .connections import required_connection
@@ -131,18 +131,14 @@ class MergeJobHook(BaseHook):
         """Raises ReplayError (contracts.replay) when the batch cannot be applied: a gap, no checkpoint."""
         batch = self.storage.read_manifest(manifest_uri)
         checkpoint = self.follower.read_checkpoint(batch.pipeline)
+        positions = self.follower.table_positions(batch.pipeline)
         if batch.is_snapshot:
-            left = plan_snapshot(batch, self.follower.table_positions(batch.pipeline))
+            left = plan_snapshot(batch, positions)
             if left.noop:
                 return MergePlan(SKIP, batch, checkpoint, f"snapshot {batch.batch_id} is already applied")
             return MergePlan(SUBMIT, batch, checkpoint,
                              f"applying snapshot {batch.batch_id}: {len(left.segments)} tables at {batch.start}")
-        pending = self.follower.table_positions(batch.pipeline).pending_batch()
-        if pending is not None:
-            raise SnapshotPendingError(
-                f"pipeline {batch.pipeline!r} has an unfinished snapshot (batch {pending}): it must be applied "
-                f"before batch {batch.batch_id}; the next regular run of the pipeline finishes it"
-            )
+        require_no_pending_snapshot(batch, positions)
         if already_applied(batch.range, checkpoint, batch.pipeline):
             return MergePlan(SKIP, batch, checkpoint,
                              f"batch {batch.range} is already applied (checkpoint {checkpoint.position})")

@@ -162,8 +162,9 @@ class CdcPipelineHook(BaseHook):
         - a regular run: [checkpoint, leader now); with ``on_purged: snapshot``, a copy of every
           table when that binlog was purged;
         - a backfill: the given range, checkpoint untouched."""
+        positions = self.follower.table_positions(self.pipeline)
         if backfill is None:
-            pending = self.follower.table_positions(self.pipeline).pending_batch()
+            pending = positions.pending_batch()
             if pending is not None:
                 return self._finish_snapshot(pending)
             if resnapshot:
@@ -187,6 +188,6 @@ class CdcPipelineHook(BaseHook):
             range_, start_gtid = backfill, None
         self.log.info("pipeline %s: extracting %s", self.pipeline, range_)
         batch = self.leader.extract(self.storage.store, self.pipeline, range_, self.table_filter, start_gtid,
-                                    self.follower.table_positions(self.pipeline))
+                                    positions)
         manifest_uri = self.storage.manifest_uri(batch) if batch is not None else None
         return ExtractResult(range=range_, batch=batch, manifest_uri=manifest_uri, backfill=backfill is not None)

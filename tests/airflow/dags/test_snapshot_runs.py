@@ -14,8 +14,6 @@ import pytest
 import yaml
 
 from merge_helpers import assert_same_database
-from mysql_cdc.capture.leader import Leader
-from mysql_cdc.settings import MySQLSettings
 
 PIPELINE = "cdc_snapshot"
 SUCCESS, SKIPPED = "success", "skipped"
@@ -23,7 +21,7 @@ ALL_SUCCESS = {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_bat
 
 
 @pytest.fixture(scope="module")
-def history(leader, leader_user, airflow_connections, tmp_path_factory):
+def history(leader, airflow_connections, tmp_path_factory):
     """A leader database with rows written long ago: their binlog is purged."""
     db = f"snap_{uuid.uuid4().hex[:8]}"
     leader.run_sql([
@@ -34,10 +32,7 @@ def history(leader, leader_user, airflow_connections, tmp_path_factory):
         "INSERT INTO visits VALUES (1, '2020-01-01 10:00:00.5', 'x'), (1, '2020-01-01 10:00:00.5', 'x'), "
         "(3, NULL, NULL)",
     ], database=None)
-    leader.run_sql(["FLUSH BINARY LOGS"])
-    with Leader(MySQLSettings(**leader_user)) as server:
-        current = server.current_position()
-    leader.purge_binary_logs_to(current.file)
+    leader.purge_binary_logs()
     pipeline = {
         "name": PIPELINE, "schedule": None, "leader_conn_id": "mysql_leader", "follower_conn_id": "mysql_follower",
         "storage_uri": f"file://{tmp_path_factory.mktemp('snapshot-batches')}", "include": [f"{db}.*"],
@@ -70,10 +65,8 @@ def test_snapshot_stream_resnapshot_and_purged_binlog(dag_runner, history, leade
     assert_same_database(leader, follower, db)
 
     # the binlog after the checkpoint is purged while the pipeline is stopped: on_purged: snapshot
-    leader.run_sql([f"INSERT INTO {db}.customers VALUES (5, 'Ed', NULL)", "FLUSH BINARY LOGS"])
-    with Leader(MySQLSettings(**leader.conn_params())) as server:
-        current = server.current_position()
-    leader.purge_binary_logs_to(current.file)
+    leader.run_sql([f"INSERT INTO {db}.customers VALUES (5, 'Ed', NULL)"])
+    leader.purge_binary_logs()
     recopied = dag_runner.run(PIPELINE)
     assert recopied.tasks == ALL_SUCCESS, recopied.log_file
     assert "on_purged: snapshot copies every table again" in recopied.log
