@@ -10,8 +10,11 @@ none can pass because the server quietly wrote something else.
 from __future__ import annotations
 
 import datetime as dt
+import io
+import json
 from decimal import Decimal
 
+import pyarrow.parquet as pq
 import pytest
 from pymysqlreplication import BinLogStreamReader
 
@@ -20,6 +23,8 @@ from mysql_cdc.capture.extract import BatchBuilder, BatchWriter, BinlogReader, _
 from mysql_cdc.capture.events import UnknownEventError
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader, PreflightError
+from mysql_cdc.capture.snapshot import snapshot_tables
+from mysql_cdc.contracts import DONE, TablePosition, TablePositions
 from mysql_cdc.contracts import DdlSegment, PositionRange, RowSegment
 from mysql_cdc.settings import MySQLSettings
 from mysql_cdc.storage import open_store
@@ -163,6 +168,15 @@ def test_partial_json_updates_are_refused_in_preflight_and_in_the_binlog(mysql_l
     with pytest.raises(UnknownEventError, match=r"PARTIAL_UPDATE_ROWS_EVENT \(type 39\) at .*binlog_row_value_options"
                                                 r"=PARTIAL_JSON.*resnapshot"):
         extract_range(settings, open_store(f"file://{tmp_path}/store"), "p", PositionRange(start, end))
+    # the fix it names, followed word for word: a copy of the table, after which the range extracts
+    store = open_store(f"file://{tmp_path}/store")
+    copy = snapshot_tables(settings, store, "p", TableFilter((f"{db}.*",)), only=[f"{db}.docs"])
+    positions = TablePositions({(db, "docs"): TablePosition(db, "docs", copy.start, copy.batch_id, DONE)})
+    batch = extract_range(settings, store, "p", PositionRange(start, end), positions=positions)
+    assert [s for s in batch.segments if isinstance(s, RowSegment)] == []  # the copy holds the document
+    (docs,) = copy.segments
+    rows = pq.read_table(io.BytesIO(store.get_bytes(f"{copy.prefix}/{docs.files[0]}"))).to_pylist()
+    assert json.loads(rows[0]["doc"])["a"] == 2
 
 
 def test_tagged_gtids_are_recorded_exactly(mysql_leader, tmp_path, unique_name):

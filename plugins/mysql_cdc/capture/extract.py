@@ -33,7 +33,9 @@ from pymysqlreplication.event import (
     RotateEvent,
     XidEvent,
 )
-from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent, PartialUpdateRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent,
+)
 
 from ..contracts import BinlogPosition, ChangeBatch, PositionRange, TablePositions
 from ..contracts import change_row as cr
@@ -325,6 +327,14 @@ class BatchBuilder:
         copied = self.positions.copied_at(*table)
         return copied is not None and after <= copied
 
+    def _on_partial_rows(self, event, start, after) -> None:
+        # binlog_row_value_options=PARTIAL_JSON: the update carries only the changed parts of JSON
+        # documents, not the rows. Refused, unless the table is not ours or its copy (the
+        # resnapshot the error asks for) is past it.
+        spec = self.tables.get(event.table_id)
+        if spec is not None and not self._settled((spec.database, spec.table), after):
+            raise UnknownEventError(event.packet.event_type, start, self.writer.server_flavor)
+
     def _on_rows(self, event, start, after) -> None:
         spec = self.tables.get(event.table_id)
         if spec is None:
@@ -415,6 +425,7 @@ class BatchBuilder:
         WriteRowsEvent: _on_rows,
         UpdateRowsEvent: _on_rows,
         DeleteRowsEvent: _on_rows,
+        PartialUpdateRowsEvent: _on_partial_rows,
     }
     # events mysql-replication does not decode, by type code
     _RAW_HANDLERS = {
