@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 from mysql_cdc.capture.extract import extract_range
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.capture.snapshot import snapshot_tables
+from mysql_cdc.capture.snapshot_copy import SnapshotOptions, snapshot_tables
 from mysql_cdc.contracts import (
     MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange, ensure_checkpoint_table,
     read_checkpoint, read_table_positions, start_snapshot, write_checkpoint,
@@ -75,12 +75,12 @@ class Pipeline:
             self.leader.run_sql(workload, database)
         return self.extract(self.position, leader_position(self.leader_settings))
 
-    def snapshot(self, only: Iterable[str] | None = None) -> ChangeBatch:
+    def snapshot(self, only: Iterable[str] | None = None, options: SnapshotOptions = SnapshotOptions()) -> ChangeBatch:
         """Copy the pipeline's tables (or those matching ``only``) into a snapshot batch and record
         it on the follower, as the extract task does; the next capture starts at the stream's
         position (a first snapshot: the copy's position)."""
-        batch = snapshot_tables(self.leader_settings, self.store, self.name, TableFilter((f"{self.database}.*",)),
-                                only)
+        batch = snapshot_tables(self.leader_settings, self.storage, self.name, TableFilter((f"{self.database}.*",)),
+                                only, options=options)
         conn = self.follower.connect()
         try:
             checkpoint = start_snapshot(conn, batch)

@@ -23,11 +23,11 @@ from mysql_cdc.capture.extract import BatchBuilder, BatchWriter, BinlogReader, _
 from mysql_cdc.capture.events import UnknownEventError
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader, PreflightError
-from mysql_cdc.capture.snapshot import snapshot_tables
+from mysql_cdc.capture.snapshot_copy import snapshot_tables
 from mysql_cdc.contracts import DONE, TablePosition, TablePositions
 from mysql_cdc.contracts import DdlSegment, PositionRange, RowSegment
 from mysql_cdc.settings import MySQLSettings
-from mysql_cdc.storage import open_store
+from mysql_cdc.storage import StorageSpec, open_store
 
 from .conftest import Captured, leader_position
 
@@ -170,8 +170,9 @@ def test_partial_json_updates_are_refused_in_preflight_and_in_the_binlog(mysql_l
         extract_range(settings, open_store(f"file://{tmp_path}/store"), "p", PositionRange(start, end))
     # the fix it names, followed word for word: a copy of the table, after which the range extracts
     store = open_store(f"file://{tmp_path}/store")
-    copy = snapshot_tables(settings, store, "p", TableFilter((f"{db}.*",)), only=[f"{db}.docs"])
-    positions = TablePositions({(db, "docs"): TablePosition(db, "docs", copy.start, copy.batch_id, DONE)})
+    copy = snapshot_tables(settings, StorageSpec(f"file://{tmp_path}/store"), "p", TableFilter((f"{db}.*",)),
+                           only=[f"{db}.docs"])
+    positions = TablePositions({(db, "docs"): TablePosition(db, "docs", copy.segments[0].at, copy.batch_id, DONE)})
     batch = extract_range(settings, store, "p", PositionRange(start, end), positions=positions)
     assert [s for s in batch.segments if isinstance(s, RowSegment)] == []  # the copy holds the document
     (docs,) = copy.segments

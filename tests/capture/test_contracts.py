@@ -6,6 +6,7 @@ import pytest
 
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, InvalidPosition, ManifestError, PositionRange
+from mysql_cdc.contracts.batch import FORMAT_VERSION
 
 
 def test_positions_parse_format_and_order_across_files():
@@ -28,7 +29,7 @@ def test_range_rejects_end_before_start():
 
 
 def _manifest(**extra):
-    body = {"format_version": 1, "pipeline": "p", "batch_id": "x", "start": "b.000001:4", "end": "b.000001:9",
+    body = {"format_version": FORMAT_VERSION, "pipeline": "p", "batch_id": "x", "start": "b.000001:4", "end": "b.000001:9",
             "start_gtid": None, "end_gtid": None, "server_flavor": "mariadb", "row_count": 0, "segments": []}
     body.update(extra)
     return json.dumps(body)
@@ -60,3 +61,10 @@ def test_table_filter_globs():
     assert not TableFilter(exclude=("hr.*",)).captures_database("hr")
     with pytest.raises(ValueError, match=r"include: 'shop' is not a db.table glob"):
         TableFilter(include=("shop",))
+
+
+def test_manifest_of_an_older_format_names_the_way_out():
+    with pytest.raises(ManifestError, match="written by an older mysql-cdc: extract its range again"):
+        ChangeBatch.from_json(_manifest(format_version=FORMAT_VERSION - 1))
+    with pytest.raises(ManifestError, match="upgrade mysql-cdc"):
+        ChangeBatch.from_json(_manifest(format_version=FORMAT_VERSION + 1))

@@ -32,7 +32,7 @@ from ..storage import ObjectStore
 from .connection import connect
 from .encoding import quote_ident
 from .errors import CheckpointError, FollowerDivergedError, FollowerSchemaError, MergeError
-from .faults import crash_point
+from ..faults import crash_point
 from .staging import COUNT, RESERVED_PREFIX, ROW, LoadWarningsError, check_load_warnings, load_data, qualified_staging
 
 log = logging.getLogger(__name__)
@@ -273,16 +273,20 @@ class Follower:
         return self.check_table(segment.as_table_changes())
 
     def apply_snapshot(self, expected: Checkpoint, segment: SnapshotSegment, staged: StagedTable,
-                       store: ObjectStore, batch_id: str, done: Checkpoint | None) -> int:
-        """Replace the table's rows with the copy and record the table's position, in one
-        transaction (readers see the old rows until it commits); ``done`` also moves the
-        pipeline's position (a copy of every table). Returns the rows written."""
+                       store: ObjectStore, batch_id: str, done: Checkpoint | None,
+                       catch_up: StagedTable | None = None) -> int:
+        """Replace the table's rows with the copy, apply the changes its chunks lack
+        (``catch_up``) and record the table's position, in one transaction (readers see the old
+        rows until it commits); ``done`` also moves the pipeline's position (a copy of every
+        table). Returns the rows written."""
         target = qualified(segment.database, segment.table)
         with self.locked(expected, crash_before_commit=True) as cur:
             cur.execute(f"DELETE FROM {target}")
             inserted = _load_rows(cur, store, staged)
             if inserted != segment.row_count:
                 raise _diverged(staged, "loading the snapshot wrote", segment.row_count, inserted)
+            if catch_up is not None and catch_up.stages:
+                inserted += _apply_keyed(cur, store, catch_up)
             write_table_position(self.conn, expected.pipeline,
                                  TablePosition(segment.database, segment.table, segment.at, batch_id, DONE))
             if done is not None:

@@ -40,14 +40,15 @@ class _OpenRowSegment:
 
 class BatchWriter:
     def __init__(self, store: ObjectStore, pipeline: str, range_: PositionRange,
-                 limits: WriterLimits = WriterLimits(), server_flavor: str = "mariadb"):
+                 limits: WriterLimits = WriterLimits(), server_flavor: str = "mariadb", prefix: str | None = None):
         self.store = store
         self.pipeline = pipeline
         self.range = range_
         self.limits = limits
         self.server_flavor = server_flavor
         self.batch_id = batch_id_for(range_)
-        self.prefix = batch_prefix(pipeline, self.batch_id)
+        # ``prefix``: somewhere else than the pipeline's batches (a snapshot's catch-up changes)
+        self.prefix = prefix or batch_prefix(pipeline, self.batch_id)
         self.segments: list = []
         self.open_rows = _OpenRowSegment(range_.start)
         self.tmp_dir: str | None = None

@@ -484,15 +484,17 @@ class BinlogReader:
 
 def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, range_: PositionRange,
                   table_filter: TableFilter = TableFilter(), limits: WriterLimits = WriterLimits(),
-                  start_gtid: str | None = None, positions: TablePositions = TablePositions()) -> ChangeBatch | None:
-    """Write the batch for ``range_`` (manifest last) and return it; None for an empty range."""
+                  start_gtid: str | None = None, positions: TablePositions = TablePositions(),
+                  prefix: str | None = None) -> ChangeBatch | None:
+    """Write the batch for ``range_`` (manifest last) and return it; None for an empty range.
+    ``prefix``: where to write it, when not among the pipeline's batches."""
     with Leader(settings) as leader:
         leader.check_settings()
         leader.check_range(range_)
         flavor = leader.flavor
     if range_.empty:
         return None
-    with BatchWriter(store, pipeline, range_, limits, flavor) as writer, BinlogReader(settings, range_.start) as reader:
+    with BatchWriter(store, pipeline, range_, limits, flavor, prefix) as writer, BinlogReader(settings, range_.start) as reader:
         builder = BatchBuilder(writer, table_filter, start_gtid, reader.inflater, positions)
         try:
             for event in reader:

@@ -1,19 +1,15 @@
-"""Snapshot: copy tables whole from the leader, consistent with one binlog position.
-
-The other source of a change batch, beside the binlog stream (``extract``): a snapshot batch has
-one ``SnapshotSegment`` per table, whose Parquet files hold the table's rows as of the snapshot's
-position ``at``. Applying it replaces the follower's rows of the table and records ``at`` as the
-table's own position, so the stream skips the table's changes before ``at``.
+"""Snapshot reads: a table's rows (or a key range of them) read in a consistent read view whose
+binlog position is known exactly. ``snapshot_copy`` plans a copy and runs these reads in chunks.
 
 How the position is made consistent with the rows, without stopping the leader's writes:
 
 - **MariaDB**: ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` opens an InnoDB read view and, in the
   same step, records the binlog position of exactly the transactions that view sees; the session
   status ``binlog_snapshot_file`` / ``binlog_snapshot_position`` reports it. No lock at all.
-- **MySQL** has no such status. The copy takes ``FLUSH TABLES WITH READ LOCK`` for the moment it
-  takes to open the read view and read ``SHOW BINARY LOG STATUS``, then releases it, as
-  ``mysqldump --single-transaction --source-data`` does: commits pause for milliseconds, the copy
-  itself holds no lock. It needs the RELOAD privilege.
+- **MySQL** has no such status. Each read view is opened under ``FLUSH TABLES WITH READ LOCK``,
+  held for the moment it takes to open the view and read ``SHOW BINARY LOG STATUS``, as
+  ``mysqldump --single-transaction --source-data`` does: commits pause for milliseconds once per
+  chunk, the reads themselves hold no lock. It needs the RELOAD privilege.
 
 Rows are read with an unbuffered cursor and written in bounded Arrow chunks to rolling Parquet
 files, so memory does not grow with the table. Values are converted to the same Arrow types the
@@ -25,42 +21,30 @@ TIMESTAMP in a UTC session, a SET as its text.
 from __future__ import annotations
 
 import logging
-import re
-import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Sequence
-from urllib.parse import quote
 
 import pyarrow as pa
 import pymysql
 import pymysql.cursors
 
-from ..contracts import (
-    MANIFEST_NAME,
-    BinlogPosition,
-    ChangeBatch,
-    ColumnSpec,
-    SnapshotSegment,
-    batch_prefix,
-    snapshot_batch_id,
-)
+from ..contracts import BinlogPosition, ColumnSpec
 from ..settings import MySQLSettings
-from ..storage import ObjectStore, local_temp_dir
+from ..storage import ObjectStore
 from .filters import TableFilter
-from .leader import Leader, PreflightError
+from .leader import PreflightError
 from .writer import RollingParquetFiles, WriterLimits
 
 log = logging.getLogger(__name__)
 
-_ER_TABLE_DEF_CHANGED = 1412  # the table was altered after the read view was opened
 
 
 class SnapshotError(RuntimeError):
     """The copy cannot be made; the message says why and what to do."""
 
 
-def _quote(name: str) -> str:
+def quote_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
@@ -123,7 +107,7 @@ def snapshot_column(row: dict) -> SnapshotColumn:
     nullable = row["IS_NULLABLE"] == "YES"
     unsigned = "unsigned" in column_type
     binary = (row["CHARACTER_SET_NAME"] or "").lower() == "binary"
-    select = _quote(name)
+    select = quote_name(name)
 
     def column(mysql_type: str, arrow_type: pa.DataType, convert=None, expression: str = select) -> SnapshotColumn:
         return SnapshotColumn(name, expression, mysql_type, arrow_type, nullable, convert)
@@ -296,20 +280,20 @@ class LeaderSnapshot:
             "AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", (database, table),
         ))
         with self.conn.cursor() as cur:
-            cur.execute(f"SHOW CREATE DATABASE {_quote(database)}")
+            cur.execute(f"SHOW CREATE DATABASE {quote_name(database)}")
             create_database = cur.fetchone()[1]
-            cur.execute(f"SHOW CREATE TABLE {_quote(database)}.{_quote(table)}")
+            cur.execute(f"SHOW CREATE TABLE {quote_name(database)}.{quote_name(table)}")
             create_table = cur.fetchone()[1]
         return columns, keys, create_database, create_table
 
     def copy(self, database: str, table: str, columns: Sequence[SnapshotColumn], writer: SnapshotTableWriter,
-             chunk_rows: int) -> None:
-        """Every row of the table, in primary-key order where it has one, into ``writer``."""
+             chunk_rows: int, where: str = "", args: Sequence = ()) -> None:
+        """Every row of the table (that ``where`` selects) into ``writer``."""
         select = ", ".join(c.select for c in columns)
-        sql = f"SELECT {select} FROM {_quote(database)}.{_quote(table)}"
+        sql = f"SELECT {select} FROM {quote_name(database)}.{quote_name(table)}" + (f" WHERE {where}" if where else "")
         cur = self.conn.cursor(pymysql.cursors.SSCursor)  # unbuffered: rows stream, memory stays flat
         try:
-            cur.execute(sql)
+            cur.execute(sql, args or None)
             while True:
                 rows = cur.fetchmany(chunk_rows)
                 if not rows:
@@ -319,119 +303,3 @@ class LeaderSnapshot:
             cur.close()
 
 
-class _TableChanged(Exception):
-    """The table was created, altered or dropped around the read view's position: copy it in a new one."""
-
-
-_ER_NO_SUCH_TABLE = 1146
-_ER_BAD_FIELD = 1054  # a column dropped or renamed after the definition was read
-_MAX_READ_VIEWS = 20
-Definition = tuple  # snapshot.describe(): columns, keys, CREATE DATABASE, CREATE TABLE
-
-
-def _same_definition(before: Definition, after: Definition) -> bool:
-    def text(create: str) -> str:
-        return re.sub(r" AUTO_INCREMENT=\d+", "", create)  # moves with inserts, not with DDL
-
-    # columns are compared through the CREATE TABLE text (their converters are fresh closures)
-    return before[1:3] == after[1:3] and text(before[3]) == text(after[3])
-
-
-def _copy_table(snapshot: LeaderSnapshot, store: ObjectStore, prefix: str, index: int, database: str, table: str,
-                definition: Definition, tmp_dir: str, limits: WriterLimits) -> SnapshotSegment:
-    """Copy one table in the open read view. Its definition was read before the view opened and
-    is read again after the copy: information_schema and SHOW CREATE show the current definition,
-    not the view's, and an instant ALTER does not stop a consistent read, so only "the same before
-    and after" proves the rows were read with the definition the table had at the view's position."""
-    rel_dir = f"snap-{index:05d}/{quote(database, safe='')}.{quote(table, safe='')}"
-    store.delete_prefix(f"{prefix}/{rel_dir}")  # a previous read view's partial copy of this table
-    columns, keys, create_database, create_table = definition
-    if not columns:  # information_schema saw it mid-rename or mid-drop
-        raise _TableChanged()
-    writer = SnapshotTableWriter(store, prefix, rel_dir, columns, tmp_dir, limits)
-    try:
-        snapshot.copy(database, table, columns, writer, limits.chunk_rows)
-        files, rows = writer.finish()
-        if not _same_definition(definition, snapshot.describe(database, table)):
-            raise _TableChanged()
-    except pymysql.err.MySQLError as exc:
-        writer.discard()
-        if exc.args and exc.args[0] in (_ER_TABLE_DEF_CHANGED, _ER_NO_SUCH_TABLE, _ER_BAD_FIELD):
-            raise _TableChanged() from None
-        raise
-    except _TableChanged:
-        writer.discard()
-        raise
-    return SnapshotSegment(
-        index=index, at=snapshot.position, database=database, table=table, create_database=create_database,
-        create_table=create_table, columns=tuple(c.spec for c in columns), key_columns=keys, files=files,
-        row_count=rows, full=False,
-    )
-
-
-def _definitions(snapshot: LeaderSnapshot, tables: Iterable[tuple[str, str]]) -> dict:
-    return {key: snapshot.describe(*key) for key in tables}
-
-
-def snapshot_tables(settings: MySQLSettings, store: ObjectStore, pipeline: str, table_filter: TableFilter,
-                    only: Iterable[str] | None = None, limits: WriterLimits = WriterLimits()) -> ChangeBatch:
-    """Copy the captured tables (all of them, or those matching the globs ``only``) into one
-    snapshot batch, every table consistent with one binlog position; the manifest is written last.
-
-    Writes go on during the copy: they are after the position or in the copy, by the read view.
-    DDL goes on too, but a table whose definition or existence changes around the position cannot
-    be read as it was (information_schema and SHOW CREATE are not part of the read view; an instant
-    ALTER does not stop a consistent read). So the tables are listed and described before the read
-    view opens, listed again once it is open, and each table is described again right after its
-    rows are read: any difference, or a table the view cannot read, and the copy starts over in a
-    new read view. DDL after a table's copy is in the stream, as usual."""
-    with Leader(settings) as leader:
-        leader.check_settings()
-        flavor = leader.flavor
-    tmp_dir = local_temp_dir()
-    try:
-        for attempt in range(1, _MAX_READ_VIEWS + 1):
-            with LeaderSnapshot(settings, flavor) as snapshot:
-                listed = snapshot.tables(table_filter, only)
-                if only is not None and not listed:
-                    raise SnapshotError(
-                        f"no captured table matches {sorted(only)}: name tables as db.table (globs allowed) among "
-                        "the pipeline's include globs"
-                    )
-                full = only is None or set(listed) == set(snapshot.tables(table_filter))
-                try:
-                    definitions = _definitions(snapshot, listed)
-                    at = snapshot.open_read_view()
-                    batch_id = snapshot_batch_id(at, [f"{d}.{t}" for d, t in listed])
-                    prefix = batch_prefix(pipeline, batch_id)
-                    store.delete_prefix(f"{prefix}/{MANIFEST_NAME}")
-                    store.delete_prefix(prefix)
-                    if snapshot.tables(table_filter, only) != listed:
-                        raise _TableChanged()
-                    segments = [
-                        replace(_copy_table(snapshot, store, prefix, index, *key, definitions[key], tmp_dir, limits),
-                                full=full)
-                        for index, key in enumerate(listed)
-                    ]
-                except _TableChanged:
-                    log.info("snapshot %s: the leader's tables changed during the copy (attempt %d); a new read "
-                             "view", pipeline, attempt)
-                    continue
-                except pymysql.err.MySQLError as exc:
-                    if exc.args and exc.args[0] in (_ER_NO_SUCH_TABLE, _ER_BAD_FIELD, 1049):
-                        continue  # dropped or changed between the listing and its description
-                    raise
-            break
-        else:
-            raise SnapshotError(
-                f"the leader's tables kept changing definition during the copy ({_MAX_READ_VIEWS} read views); "
-                "retry the run when fewer schema changes are running"
-            )
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-    for segment in segments:
-        log.info("snapshot %s: %s, %d rows at %s", pipeline, segment.qualified_name, segment.row_count, at)
-    batch = ChangeBatch(pipeline=pipeline, batch_id=batch_id, start=at, end=at, segments=tuple(segments),
-                        server_flavor=flavor, row_count=sum(s.row_count for s in segments))
-    store.put_bytes(f"{prefix}/{MANIFEST_NAME}", batch.to_json().encode())
-    return batch

@@ -24,7 +24,7 @@ from typing import Any, Sequence, Union
 
 from .position import BinlogPosition, PositionRange
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: snapshot segments carry their chunks and catch-up changes
 MANIFEST_NAME = "manifest.json"
 
 
@@ -186,14 +186,42 @@ class DdlSegment:
 
 
 @dataclass(frozen=True)
+class SnapshotChunk:
+    """One key range of a table, copied in its own read view consistent with the binlog position
+    ``at``: the rows whose split column is in ``[lo, hi)`` (None: unbounded on that side)."""
+
+    index: int
+    lo: int | None
+    hi: int | None
+    at: BinlogPosition
+    row_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "lo": self.lo, "hi": self.hi, "at": str(self.at), "row_count": self.row_count}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str) -> "SnapshotChunk":
+        _strict(cls, data, where)
+        bound = (lambda v: None if v is None else int(v))
+        return cls(int(data["index"]), bound(data["lo"]), bound(data["hi"]), BinlogPosition.parse(data["at"]),
+                   int(data["row_count"]))
+
+
+@dataclass(frozen=True)
 class SnapshotSegment:
-    """One table copied whole from the leader, consistent with the binlog position ``at``.
+    """One table copied from the leader, consistent with the binlog position ``at``.
 
     Its files hold the table's rows (its own columns only, no change metadata). Applying it
     replaces the follower table's rows with them and records ``at`` as the table's own position:
     the table's changes at or before ``at`` are in the copy, so the stream skips them
-    (``contracts.positions``). ``full`` marks a copy of every table of the pipeline, which moves
-    the pipeline's own position to ``at`` once all of them are applied.
+    (``contracts.replay``). ``full`` marks a copy of every table of the pipeline, which moves
+    the pipeline's own position to the batch's start once all of them are applied.
+
+    A large table is copied in ``chunks``, key ranges of ``split_column`` each read in its own
+    read view at its own position (so the copy runs in parallel and resumes chunk by chunk).
+    ``catch_up`` holds the table's change rows between the earliest chunk's position and ``at``
+    (the latest): the merge applies to each chunk the ones after that chunk's own position
+    (``spark.transforms.after_copies``), which brings every chunk to ``at``.
     """
 
     index: int
@@ -207,6 +235,9 @@ class SnapshotSegment:
     files: tuple[str, ...]
     row_count: int
     full: bool
+    split_column: str | None = None
+    chunks: tuple[SnapshotChunk, ...] = ()
+    catch_up: TableChanges | None = None
     kind: str = "snapshot"
 
     @property
@@ -227,11 +258,14 @@ class SnapshotSegment:
             "table": self.table, "create_database": self.create_database, "create_table": self.create_table,
             "columns": [asdict(c) for c in self.columns], "key_columns": list(self.key_columns),
             "files": list(self.files), "row_count": self.row_count, "full": self.full,
+            "split_column": self.split_column, "chunks": [c.to_json() for c in self.chunks],
+            "catch_up": self.catch_up.to_json() if self.catch_up is not None else None,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str) -> "SnapshotSegment":
         _strict(cls, data, where)
+        catch_up = data["catch_up"]
         return cls(
             index=int(data["index"]),
             at=BinlogPosition.parse(data["at"]),
@@ -244,6 +278,9 @@ class SnapshotSegment:
             files=tuple(data["files"]),
             row_count=int(data["row_count"]),
             full=bool(data["full"]),
+            split_column=data["split_column"],
+            chunks=tuple(SnapshotChunk.from_json(c, f"{where}.chunks[{i}]") for i, c in enumerate(data["chunks"])),
+            catch_up=TableChanges.from_json(catch_up, f"{where}.catch_up") if catch_up is not None else None,
         )
 
     def as_table_changes(self) -> TableChanges:
@@ -260,11 +297,17 @@ def batch_id_for(range_: PositionRange) -> str:
     return f"{range_.start.token()}-{range_.end.token()}"
 
 
+SNAPSHOT_MARK = "-snapshot-"
+
+
+def tables_digest(tables: Sequence[str]) -> str:
+    return hashlib.sha1("\n".join(sorted(tables)).encode()).hexdigest()[:10]
+
+
 def snapshot_batch_id(at: BinlogPosition, tables: Sequence[str]) -> str:
-    """A snapshot's batch id: its position (so it sorts in binlog order, after the stream batches
-    that start there) and a digest of the tables it copies."""
-    digest = hashlib.sha1("\n".join(sorted(tables)).encode()).hexdigest()[:10]
-    return f"{at.token()}-snapshot-{digest}"
+    """A snapshot's batch id: the position its copy starts from (so it sorts in binlog order,
+    after the stream batches that start there) and a digest of the tables it copies."""
+    return f"{at.token()}{SNAPSHOT_MARK}{tables_digest(tables)}"
 
 
 def batch_prefix(pipeline: str, batch_id: str) -> str:
@@ -325,10 +368,14 @@ class ChangeBatch:
         except json.JSONDecodeError as exc:
             raise ManifestError(f"manifest.json is not valid JSON: {exc}") from exc
         _strict(cls, data, "manifest")
-        if data["format_version"] != FORMAT_VERSION:
+        version = data["format_version"]
+        if version != FORMAT_VERSION:
+            fix = ("upgrade mysql-cdc" if not isinstance(version, int) or version > FORMAT_VERSION else
+                   "it was written by an older mysql-cdc: extract its range again (a run with start and end), "
+                   "or for a snapshot batch run a resnapshot of its tables")
             raise ManifestError(
-                f"manifest format_version {data['format_version']} is not supported "
-                f"(this code reads version {FORMAT_VERSION}); upgrade mysql-cdc"
+                f"manifest format_version {version} is not supported (this code reads version {FORMAT_VERSION}); "
+                f"{fix}"
             )
         segments = []
         for i, seg in enumerate(data["segments"]):

@@ -8,9 +8,9 @@ from typing import Iterator, Sequence
 from ..capture.extract import extract_range
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader, PreflightError
-from ..capture.snapshot import snapshot_tables
+from ..capture.snapshot_copy import SnapshotOptions, snapshot_tables
 from ..contracts import BinlogPosition, ChangeBatch, PositionRange, TablePositions
-from ..storage import ObjectStore
+from ..storage import ObjectStore, StorageSpec
 from .connections import MySQLConnectionHook
 
 
@@ -56,10 +56,11 @@ class LeaderHook(MySQLConnectionHook):
             leader.check_range(PositionRange(position, current))  # purged? inside a real file?
             return position
 
-    def snapshot(self, store: ObjectStore, pipeline: str, table_filter: TableFilter,
-                 only: Sequence[str] | None = None) -> ChangeBatch:
-        """Copy the tables (all, or those matching the globs ``only``) into a snapshot batch."""
-        return snapshot_tables(self.settings, store, pipeline, table_filter, only)
+    def snapshot(self, storage: StorageSpec, store: ObjectStore, pipeline: str, table_filter: TableFilter,
+                 only: Sequence[str] | None = None, options: SnapshotOptions = SnapshotOptions()) -> ChangeBatch:
+        """Copy the tables (all, or those matching the globs ``only``) into a snapshot batch
+        (``storage``: for the copy's worker processes, which open their own ``store``)."""
+        return snapshot_tables(self.settings, storage, pipeline, table_filter, only, options=options, store=store)
 
     def is_purged(self, position: BinlogPosition) -> bool:
         """Whether the leader no longer holds the binlog at ``position``."""

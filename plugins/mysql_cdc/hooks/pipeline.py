@@ -15,6 +15,7 @@ from airflow.sdk import BaseHook
 
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
+from ..capture.snapshot_copy import SnapshotOptions
 from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, PositionRange, already_applied
 from ..settings import MySQLSettings
 from .follower import FollowerHook, checkpoint_of, table_positions_of
@@ -92,6 +93,7 @@ class CdcPipelineHook(BaseHook):
         table_filter: TableFilter = TableFilter(),
         start_position: str = "snapshot",
         on_purged: str = "fail",
+        snapshot_options: SnapshotOptions = SnapshotOptions(),
     ):
         super().__init__()
         self.pipeline = pipeline
@@ -102,6 +104,7 @@ class CdcPipelineHook(BaseHook):
         self.table_filter = table_filter
         self.start_position = start_position
         self.on_purged = on_purged
+        self.snapshot_options = snapshot_options
 
     @cached_property
     def leader(self) -> LeaderHook:
@@ -123,7 +126,8 @@ class CdcPipelineHook(BaseHook):
     def _snapshot(self, only: Sequence[str] | None) -> ExtractResult:
         """Copy the tables (all, or those matching ``only``) and record the copy as unfinished on
         the follower, so no stream batch is applied before it."""
-        batch = self.leader.snapshot(self.storage.store, self.pipeline, self.table_filter, only)
+        batch = self.leader.snapshot(self.storage.spec(), self.storage.store, self.pipeline, self.table_filter, only,
+                                     self.snapshot_options)
         self.follower.start_snapshot(batch)
         self.log.info("pipeline %s: copied %d tables (%d rows) at %s", self.pipeline, len(batch.segments),
                       batch.row_count, batch.start)

@@ -26,7 +26,7 @@ from typing import Callable, Union
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..apply.faults import crash_point
+from ..faults import crash_point
 from ..contracts import change_row as cr
 from ..apply.follower import Follower, FollowerColumn, StagedTable
 from ..apply.reader import change_schema, read_plan, read_units, snapshot_schema
@@ -40,7 +40,7 @@ from ..contracts import (
 )
 from ..settings import JobSecrets
 from ..storage import ObjectStore, StorageSpec, read_manifest
-from .transforms import after_checkpoint, net_changes
+from .transforms import after_checkpoint, after_copies, net_changes
 
 log = logging.getLogger("mysql_cdc.merge")
 
@@ -236,36 +236,49 @@ def read_snapshot_rows(spark: SparkSession, storage: StorageSpec, batch_prefix: 
     return rows.select("*", F.lit(cr.INSERT).alias(OP), F.lit(1).cast("long").alias(COUNT))
 
 
+def _stage_catch_up(ctx: _Context, segment: SnapshotSegment) -> StagedTable | None:
+    """The changes a table copied in chunks lacks, netted and prepared like a row segment's."""
+    changes = segment.catch_up
+    if changes is None or not changes.files:
+        return None
+    columns = ctx.follower.check_table(changes)
+    rows = read_changes(ctx.spark(), ctx.secrets.storage, ctx.batch.prefix, changes)
+    net = net_changes(after_copies(rows, segment.split_column, segment.chunks), changes)
+    return StagedTable(changes, columns, tuple(stage(net, _stage_plan(ctx, segment, 1, changes, columns))))
+
+
 def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoint) -> Checkpoint:
-    """Replace one follower table's rows with its copy and record the table's position, in one
-    transaction (the table is created first from the leader's definition if it is missing or
-    different). The copy of the last table of a full snapshot also moves the pipeline's position."""
+    """Replace one follower table's rows with its copy (its chunks, then the changes each chunk
+    lacks) and record the table's position, in one transaction (the table is created first from
+    the leader's definition if it is missing or different). The copy of the last table of a full
+    snapshot also moves the pipeline's position."""
     started = time.monotonic()
     report = TableReport(segment.qualified_name, segment.row_count)
     last = segment.index == len(ctx.batch.segments) - 1
     done = None
     if segment.full and last and checkpoint.position < ctx.batch.start:
-        # every table is now copied: the stream goes on from the earliest copy's position
+        # every table is now copied: the stream goes on from where the copy was planned
         done = Checkpoint(ctx.batch.pipeline, ctx.batch.start, None, ctx.batch.batch_id)
     columns = ctx.follower.prepare_snapshot_table(segment)
     table = segment.as_table_changes()
-    prepared = []
+    prepared, catch_up = [], None
     try:
         if table.files:
             rows = read_snapshot_rows(ctx.spark(), ctx.secrets.storage, ctx.batch.prefix, segment)
             prepared = stage(rows, _stage_plan(ctx, segment, 0, table, columns))
+        catch_up = _stage_catch_up(ctx, segment)
         crash_point("after_staging")
         staged = StagedTable(table, columns, tuple(prepared))
-        report.net_rows = segment.row_count
+        report.net_rows = segment.row_count + (catch_up.total("rows") if catch_up else 0)
         report.stage_seconds = time.monotonic() - started
         applied = time.monotonic()
         report.rows_written = ctx.follower.apply_snapshot(checkpoint, segment, staged, ctx.store, ctx.batch.batch_id,
-                                                          done)
+                                                          done, catch_up)
         report.apply_seconds = time.monotonic() - applied
     finally:
         _drop_prepared(ctx, segment)
-    log.info("copied %s: %d rows at %s, %.2f s", segment.qualified_name, report.rows_written, segment.at,
-             report.seconds)
+    log.info("copied %s: %d rows in %d chunks at %s, %.2f s", segment.qualified_name, report.rows_written,
+             len(segment.chunks), segment.at, report.seconds)
     ctx.summary.tables.append(report)
     return done or checkpoint
 

@@ -1,6 +1,7 @@
 """The merge's transforms: pure functions of DataFrames and plain values.
 
-``after_checkpoint`` keeps the change rows the follower lacks; ``net_keyed_changes`` and
+``after_checkpoint`` keeps the change rows the follower lacks (``after_copies`` those a table
+copied in chunks lacks); ``net_keyed_changes`` and
 ``net_keyless_changes`` turn a table's change rows into its net effect (one row per key, or a
 multiset delta per distinct row); ``net_changes`` picks the one a table needs. They read no
 storage and touch no follower, so tests run them on small inline rows.
@@ -14,7 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..apply.staging import COUNT, OP
-from ..contracts import BinlogPosition, TableChanges
+from ..contracts import BinlogPosition, SnapshotChunk, TableChanges
 from ..contracts import change_row as cr
 
 # working columns of the transforms: the change-row contract reserves _op etc., and the merge job
@@ -38,8 +39,59 @@ def table_columns(df: DataFrame) -> list[str]:
 def after_checkpoint(df: DataFrame, position: BinlogPosition) -> DataFrame:
     """The change rows whose event lies at or after ``position``: the ones the follower lacks.
     (A checkpoint is a transaction boundary, so no transaction is ever split by this.)"""
+    return df.where(_after(position))
+
+
+def _after(position: BinlogPosition) -> Column:
     seq, pos = col(cr.BINLOG_SEQ), col(cr.BINLOG_POS)
-    return df.where((seq > position.sequence) | ((seq == position.sequence) & (pos >= position.offset)))
+    return (seq > position.sequence) | ((seq == position.sequence) & (pos >= position.offset))
+
+
+def _lacked_by_copy(key: Column, chunks: Sequence[SnapshotChunk]) -> Column:
+    """Whether the chunk holding ``key`` was copied before the change (so it lacks it)."""
+    lacked = F.lit(False)
+    for chunk in chunks:
+        inside = F.lit(True)
+        if chunk.lo is not None:
+            inside = inside & (key >= chunk.lo)
+        if chunk.hi is not None:
+            inside = inside & (key < chunk.hi)
+        lacked = lacked | (inside & _after(chunk.at))
+    return lacked
+
+
+def after_copies(df: DataFrame, split_column: str, chunks: Sequence[SnapshotChunk]) -> DataFrame:
+    """The change rows a table copied in chunks lacks: each chunk was read at its own position,
+    so a change is kept when it is after the position of the chunk its row lies in.
+
+    An update that moves a row to another chunk is two halves with their own chunks: the removal
+    of the old row (a delete of the before-image), kept when the old row's chunk lacks it, and
+    the new row (an insert of the after-image), kept when the new row's chunk lacks it. (Kept
+    whole, it would bring back into a chunk read after it a row that later changes had moved.)"""
+    op, key = col(cr.OP), col(split_column)
+    before_key = F.col(cr.BEFORE).getField(split_column)
+    images = set(table_columns(df))
+    no_before = F.lit(None).cast(df.schema[cr.BEFORE].dataType)
+
+    def half(new_op: str, image: str) -> Column:
+        fields = []
+        for name in df.columns:
+            if name == cr.OP:
+                fields.append(F.lit(new_op).alias(name))
+            elif name == cr.BEFORE:
+                fields.append(no_before.alias(name))
+            elif name in images and image == "before":
+                fields.append(F.col(cr.BEFORE).getField(name).alias(name))
+            else:
+                fields.append(col(name).alias(name))
+        return F.struct(*fields)
+
+    whole = F.struct(*[col(name).alias(name) for name in df.columns])
+    moved = (op == cr.UPDATE) & ~before_key.eqNullSafe(key)
+    kept = (F.when(moved, F.array(F.when(_lacked_by_copy(before_key, chunks), half(cr.DELETE, "before")),
+                                  F.when(_lacked_by_copy(key, chunks), half(cr.INSERT, "after"))))
+            .otherwise(F.array(F.when(_lacked_by_copy(key, chunks), whole))))
+    return df.select(F.explode(F.filter(kept, lambda change: change.isNotNull())).alias("change")).select("change.*")
 
 
 def _order(sub: int) -> Column:

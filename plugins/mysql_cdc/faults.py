@@ -1,0 +1,29 @@
+"""Fault injection, a test hook: ``MYSQL_CDC_CRASH_AT=<point>`` makes the process die at that
+point with ``os._exit(137)`` (what a SIGKILL or an OOM kill looks like: no cleanup, no rollback
+from our side, open connections simply vanish). The tests use it to prove exactly-once apply and
+a copy that resumes.
+
+Merge points: ``after_staging`` (staging tables and load files prepared, follower transaction not
+begun), ``before_commit`` (follower transaction done but not committed), ``after_ddl`` (a DDL ran,
+the checkpoint still carries its pending marker). Snapshot copy points: ``copy_planned`` (the
+plan written, no chunk copied), ``copy_after_chunk`` (one chunk's record written),
+``copy_before_manifest`` (every chunk and catch-up written, the manifest not). Leave the variable
+unset in production.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+CRASH_ENV = "MYSQL_CDC_CRASH_AT"
+CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "copy_planned", "copy_after_chunk",
+                "copy_before_manifest")
+
+
+def crash_point(name: str) -> None:
+    assert name in CRASH_POINTS, name
+    if os.environ.get(CRASH_ENV) == name:
+        sys.stderr.write(f"{CRASH_ENV}={name}: crashing on purpose (test hook)\n")
+        sys.stderr.flush()
+        os._exit(137)
