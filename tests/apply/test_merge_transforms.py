@@ -4,8 +4,8 @@ import pytest
 from pyspark.sql import Row
 from merge_helpers import assert_dataframe_equal as assertDataFrameEqual
 
-from mysql_cdc.contracts import BinlogPosition
-from mysql_cdc.spark.transforms import after_checkpoint, expand_copies, net_keyed_changes, net_keyless_changes
+from mysql_cdc.contracts import BinlogPosition, SnapshotChunk
+from mysql_cdc.spark.transforms import after_checkpoint, after_copies, expand_copies, net_keyed_changes, net_keyless_changes
 
 SCHEMA = (
     "id INT, k2 STRING, v STRING, _op STRING, _binlog_seq LONG, _binlog_pos LONG, _row_index INT, "
@@ -184,3 +184,50 @@ def test_after_checkpoint_keeps_rows_at_or_after_the_position(spark, checkpoint,
     df = changes(spark, *[("I", (seq, pos, 0), (pos, "a", "v"), None) for seq, pos in [(1, 100), (1, 200), (1, 300), (2, 4)]])
     actual = after_checkpoint(df, BinlogPosition.parse(checkpoint)).select("_binlog_seq", "_binlog_pos")
     assertDataFrameEqual(actual, [Row(_binlog_seq=s, _binlog_pos=p) for s, p in kept])
+
+
+# -- after_copies: a table copied in chunks, each at its own position ------------------------------
+
+# ids below 10 were copied at 1:150, ids from 10 at 1:300
+CHUNKS = (SnapshotChunk(0, None, 10, BinlogPosition("binlog.000001", 150), 4),
+          SnapshotChunk(1, 10, None, BinlogPosition("binlog.000001", 300), 6))
+
+
+def change_rows(*rows):
+    """Expected change rows: (id, k2, v, op, (seq, pos, index), before image or None)."""
+    return [Row(id=i, k2=k, v=v, _op=op, _binlog_seq=seq, _binlog_pos=pos, _row_index=idx,
+                _before=None if before is None else Row(id=before[0], k2=before[1], v=before[2]))
+            for i, k, v, op, (seq, pos, idx), before in rows]
+
+
+def test_after_copies_keeps_a_change_when_its_rows_chunk_was_copied_before_it(spark):
+    actual = after_copies(changes(
+        spark,
+        ("I", (1, 100, 0), (3, "a", "in chunk 0's copy"), None),
+        ("U", (1, 200, 0), (4, "a", "after chunk 0's copy"), (4, "a", "x")),
+        ("D", (1, 200, 1), (12, "a", "in chunk 1's copy"), None),
+        ("D", (1, 300, 0), (13, "a", "at chunk 1's position: after it"), None),
+        ("I", (2, 4, 0), (5, "a", None), None),  # a later binlog file
+    ), "id", CHUNKS)
+    assertDataFrameEqual(actual, change_rows(
+        (4, "a", "after chunk 0's copy", "U", (1, 200, 0), (4, "a", "x")),
+        (13, "a", "at chunk 1's position: after it", "D", (1, 300, 0), None),
+        (5, "a", None, "I", (2, 4, 0), None),
+    ))
+
+
+def test_after_copies_splits_an_update_that_moves_a_row_between_chunks(spark):
+    actual = after_copies(changes(
+        spark,
+        # 12 -> 3 at 1:200: chunk 1 (copied at 300) already lacks 12 and chunk 0 (150) lacks 3
+        ("U", (1, 200, 0), (3, "a", "moved"), (12, "a", "moved")),
+        # 4 -> 11 at 1:200: chunk 0 lacks the removal of 4; chunk 1 already holds 11
+        ("U", (1, 200, 1), (11, "a", "moved"), (4, "a", "moved")),
+        # 5 -> 6 inside chunk 0: one update, kept whole
+        ("U", (1, 200, 2), (6, "a", "moved"), (5, "a", "moved")),
+    ), "id", CHUNKS)
+    assertDataFrameEqual(actual, change_rows(
+        (3, "a", "moved", "I", (1, 200, 0), None),
+        (4, "a", "moved", "D", (1, 200, 1), None),
+        (6, "a", "moved", "U", (1, 200, 2), (5, "a", "moved")),
+    ))

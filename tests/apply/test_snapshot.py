@@ -4,10 +4,17 @@ stream. After every step the follower equals the leader."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
+from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
+import mysql_cdc
 from apply_workload import Workload
 from merge_helpers import assert_same_database, job_output, leader_position, spark_submit, table_rows
 from mysql_cdc.faults import CRASH_ENV
@@ -89,6 +96,7 @@ def test_copy_while_a_writer_changes_the_tables(make_pipeline, spark, flavor, op
             while not stop.is_set():
                 # DDL too: a table that changes during its copy is copied again
                 workload.run(conn, transactions=3, ddl_probability=0.05)
+                stop.wait(0.05)  # a steady writer, not a flood the stream then has to carry
         finally:
             conn.close()
 
@@ -180,5 +188,66 @@ def test_statement_rows_stop_the_stream_until_their_table_is_copied_again(make_p
     repair = pipeline.snapshot(only=[f"{db}.kv"])
     run_merge(spark, pipeline.manifest_uri(repair), pipeline.secrets)
     stream = pipeline.extract(pipeline.position, leader_position(pipeline.leader_settings))
+    run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)
+    assert_same_database(leader, follower, db)
+
+
+COPY = """
+import json, sys
+from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.capture.snapshot_copy import SnapshotOptions, snapshot_tables
+from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.storage import StorageSpec
+args = json.load(sys.stdin)
+snapshot_tables(MySQLSettings(**args["leader"]), StorageSpec(args["storage"]), args["pipeline"],
+                TableFilter((args["include"],)), options=SnapshotOptions(**args["options"]))
+"""
+
+
+def chunk_records(pipeline) -> dict[str, str]:
+    """Chunk record key (under its table's directory) -> the position it was copied at."""
+    return {key.split("/batches/", 1)[1].split("/", 1)[1]: json.loads(pipeline.store.get_bytes(key))["at"]
+            for key in pipeline.store.list_keys(f"{pipeline.name}/batches/") if key.endswith(".json")
+            and "/chunk-" in key}
+
+
+@pytest.mark.parametrize("point", ["copy_planned", "copy_after_chunk", "copy_before_manifest"])
+def test_a_crashed_copy_resumes_from_what_it_wrote(make_pipeline, spark, point):
+    """The extract dies (as a SIGKILL would) at each step of a copy; the leader changes meanwhile
+    (rows in chunks copied and not yet copied, a row moved between chunks, a table dropped, one
+    created, one altered); the retry resumes the same copy, reusing every chunk it had written,
+    and the follower ends equal to the leader."""
+    pipeline = make_pipeline(start=False)
+    leader, follower, db = pipeline.leader, pipeline.follower, pipeline.database
+    values = ", ".join(f"({i}, 'v{i}')" for i in range(1, 101))
+    leader.run_sql([f"CREATE DATABASE {db}", f"USE {db}", "CREATE TABLE a_big (id INT PRIMARY KEY, v VARCHAR(20))",
+                    "CREATE TABLE b_altered (id INT PRIMARY KEY, v INT)", "CREATE TABLE c_gone (id INT PRIMARY KEY)",
+                    f"INSERT INTO a_big VALUES {values}", "INSERT INTO b_altered VALUES (1, 1), (2, 2)",
+                    "INSERT INTO c_gone VALUES (1)"])
+    options = {"split_rows": 20, "workers": 1}  # one chunk at a time: the crash comes after the first
+    crashed = subprocess.run(
+        [sys.executable, "-c", COPY], capture_output=True, text=True, timeout=300,
+        input=json.dumps({"leader": asdict(pipeline.leader_settings), "storage": pipeline.storage.uri,
+                          "pipeline": pipeline.name, "include": f"{db}.*", "options": options}),
+        env={**os.environ, CRASH_ENV: point, "PYTHONPATH": str(Path(mysql_cdc.__file__).parents[1])},
+    )
+    assert crashed.returncode == 137, crashed.stderr
+    written = chunk_records(pipeline)
+    assert len(written) == {"copy_planned": 0, "copy_after_chunk": 1, "copy_before_manifest": 7}[point]  # 5 + 1 + 1
+    leader.run_sql([f"USE {db}", "UPDATE a_big SET v = 'changed' WHERE id IN (1, 50, 99)",
+                    "UPDATE a_big SET id = 150 WHERE id = 2", "DELETE FROM a_big WHERE id = 60",
+                    "INSERT INTO a_big VALUES (200, 'new')"])
+    if point == "copy_planned":
+        leader.run_sql([f"USE {db}", "DROP TABLE c_gone", "CREATE TABLE d_born (id INT PRIMARY KEY)",
+                        "INSERT INTO d_born VALUES (1)", "ALTER TABLE b_altered ADD COLUMN w INT DEFAULT 5"])
+
+    batch = pipeline.snapshot(options=SnapshotOptions(**options))
+    reused = {k: at for k, at in chunk_records(pipeline).items() if written.get(k) == at}
+    assert reused == written  # every chunk written before the crash is in the copy as it was
+    if point == "copy_after_chunk":
+        (big, *_) = batch.segments
+        assert len(big.chunks) == 5 and big.catch_up is not None and big.catch_up.row_count == 6
+    run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    stream = pipeline.capture([f"USE {db}", "UPDATE a_big SET v = 'after' WHERE id = 3"])
     run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)
     assert_same_database(leader, follower, db)

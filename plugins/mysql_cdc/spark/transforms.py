@@ -64,10 +64,11 @@ def after_copies(df: DataFrame, split_column: str, chunks: Sequence[SnapshotChun
     """The change rows a table copied in chunks lacks: each chunk was read at its own position,
     so a change is kept when it is after the position of the chunk its row lies in.
 
-    An update that moves a row to another chunk is two halves with their own chunks: the removal
-    of the old row (a delete of the before-image), kept when the old row's chunk lacks it, and
-    the new row (an insert of the after-image), kept when the new row's chunk lacks it. (Kept
-    whole, it would bring back into a chunk read after it a row that later changes had moved.)"""
+    An update that moves a row from a chunk copied before it to one copied after it, or the other
+    way, is two halves: the removal of the old row (a delete of the before-image), kept when the
+    old row's chunk lacks it, and the new row (an insert of the after-image), kept when the new
+    row's chunk lacks it. (Kept whole, it would bring back into a chunk read after it a row that
+    later changes had moved on.)"""
     op, key = col(cr.OP), col(split_column)
     before_key = F.col(cr.BEFORE).getField(split_column)
     images = set(table_columns(df))
@@ -87,10 +88,11 @@ def after_copies(df: DataFrame, split_column: str, chunks: Sequence[SnapshotChun
         return F.struct(*fields)
 
     whole = F.struct(*[col(name).alias(name) for name in df.columns])
-    moved = (op == cr.UPDATE) & ~before_key.eqNullSafe(key)
-    kept = (F.when(moved, F.array(F.when(_lacked_by_copy(before_key, chunks), half(cr.DELETE, "before")),
-                                  F.when(_lacked_by_copy(key, chunks), half(cr.INSERT, "after"))))
-            .otherwise(F.array(F.when(_lacked_by_copy(key, chunks), whole))))
+    old_lacks, new_lacks = _lacked_by_copy(before_key, chunks), _lacked_by_copy(key, chunks)
+    split = (op == cr.UPDATE) & (old_lacks != new_lacks)  # (a delete's or insert's _before is NULL)
+    kept = (F.when(split, F.array(F.when(old_lacks, half(cr.DELETE, "before")),
+                                  F.when(new_lacks, half(cr.INSERT, "after"))))
+            .otherwise(F.array(F.when(new_lacks, whole))))
     return df.select(F.explode(F.filter(kept, lambda change: change.isNotNull())).alias("change")).select("change.*")
 
 
