@@ -76,6 +76,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             exclude=config.exclude,
             start_position=config.start_position,
             on_purged=config.on_purged,
+            snapshot_options=config.snapshot,
             **retry_args,
         )
         merge = CdcMergeOperator(

@@ -13,6 +13,7 @@ pipelines:
     exclude: []
     start_position: snapshot        # snapshot | current | earliest | FILE:POS (first run only)
     on_purged: fail                 # fail | snapshot: what a run does when its binlog was purged
+    snapshot: {split_rows: 500000, workers: 2}  # chunk size and parallel copies of a snapshot
 ```
 
 Optional tuning fields: ``wait_timeout`` (seconds the sensor waits for the leader to move before the
@@ -42,6 +43,7 @@ import yaml
 
 from .capture.filters import TableFilter
 from .contracts import BinlogPosition, InvalidPosition
+from .settings import SnapshotOptions
 from .storage import normalize_uri, uri_scheme
 
 PIPELINES_FILE_ENV = "CDC_PIPELINES_FILE"
@@ -80,6 +82,7 @@ class PipelineConfig:
     retries: int = 3
     retry_delay: float = 30.0
     spark_conf: tuple[tuple[str, str], ...] = ()  # Spark properties of the merge job's submit
+    snapshot: SnapshotOptions = SnapshotOptions()
 
     @property
     def table_filter(self) -> TableFilter:
@@ -148,6 +151,16 @@ def _spark_conf(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()))
 
 
+def _snapshot(value: Any) -> SnapshotOptions:
+    known = [f.name for f in fields(SnapshotOptions)]
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping with {known}, got {value!r}")
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown}; known keys are {known}")
+    return SnapshotOptions(**value)
+
+
 def _start_position(value: Any) -> str:
     value = _text(value)
     if value in START_POSITIONS:
@@ -200,6 +213,7 @@ _CHECKS = {
     "retries": _count,
     "retry_delay": _non_negative_seconds,
     "spark_conf": _spark_conf,
+    "snapshot": _snapshot,
 }
 
 

@@ -41,6 +41,20 @@ class MySQLSettings:
         return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
 
 
+@dataclass(frozen=True)
+class SnapshotOptions:
+    """How a snapshot copy is cut and run (the pipelines file's ``snapshot`` section)."""
+
+    split_rows: int = 500_000  # rows per chunk of a table with an integer primary key
+    workers: int = 2  # chunks copied at once, each in its own process and read view
+
+    def __post_init__(self) -> None:
+        for name in ("split_rows", "workers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
+
+
 class SecretsError(ValueError):
     pass
 

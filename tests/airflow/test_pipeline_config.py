@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from mysql_cdc.pipeline_config import DEFAULT_SCHEDULE, PipelineConfigError, load_pipelines
+from mysql_cdc.settings import SnapshotOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = {
@@ -37,6 +38,7 @@ def test_defaults(tmp_path):
     assert (config.aws_conn_id, config.spark_conn_id) == ("aws_default", "spark_default")
     assert (config.include, config.exclude) == (("*.*",), ())
     assert config.start_position == "snapshot" and config.on_purged == "fail"
+    assert config.snapshot == SnapshotOptions()
     assert config.uses_s3
     assert config.table_filter.captures_table("shop", "orders")
 
@@ -45,8 +47,9 @@ def test_every_field(tmp_path):
     entry = {**MINIMAL, "schedule": "@hourly", "aws_conn_id": None, "spark_conn_id": "spark_yarn",
              "include": ["shop.*", "crm.customers"], "exclude": ["shop.tmp_*"],
              "start_position": "binlog.000007:1146", "wait_timeout": 30, "poke_interval": 5,
-             "retries": 0, "retry_delay": 0}
+             "retries": 0, "retry_delay": 0, "snapshot": {"split_rows": 1000, "workers": 4}}
     (config,) = load_pipelines(write(tmp_path, entry))
+    assert config.snapshot == SnapshotOptions(split_rows=1000, workers=4)
     assert config.schedule == "@hourly" and config.aws_conn_id is None
     assert config.include == ("shop.*", "crm.customers") and config.exclude == ("shop.tmp_*",)
     assert config.start_position == "binlog.000007:1146"
@@ -82,6 +85,9 @@ def test_manual_only_schedule(tmp_path):
         ({"poke_interval": 60}, "poke_interval", "longer than wait_timeout"),
         ({"retries": -1}, "retries", "whole number >= 0"),
         ({"retries": 1.5}, "retries", "whole number >= 0"),
+        ({"snapshot": {"chunk_rows": 5}}, "snapshot", "unknown key(s) ['chunk_rows']; known keys are ['split_rows'"),
+        ({"snapshot": {"workers": 0}}, "snapshot", "workers: must be a whole number >= 1"),
+        ({"snapshot": 4}, "snapshot", "must be a mapping with ['split_rows', 'workers']"),
     ],
 )
 def test_bad_field_is_named(tmp_path, change, field, words):

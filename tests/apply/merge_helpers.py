@@ -16,7 +16,8 @@ from typing import Callable, Iterable
 from mysql_cdc.capture.extract import extract_range
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.capture.snapshot_copy import SnapshotOptions, snapshot_tables
+from mysql_cdc.capture.snapshot_copy import snapshot_tables
+from mysql_cdc.settings import SnapshotOptions
 from mysql_cdc.contracts import (
     MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange, ensure_checkpoint_table,
     read_checkpoint, read_table_positions, start_snapshot, write_checkpoint,

@@ -19,7 +19,7 @@ from apply_workload import Workload
 from merge_helpers import assert_same_database, job_output, leader_position, spark_submit, table_rows
 from mysql_cdc.faults import CRASH_ENV
 from mysql_cdc.capture.extract import CaptureError
-from mysql_cdc.capture.snapshot_copy import SnapshotOptions
+from mysql_cdc.settings import SnapshotOptions
 from mysql_cdc.contracts import COPYING, DONE, SnapshotPendingError, plan_replay
 from mysql_cdc.spark.merge import run_merge
 from test_merge_types import COLUMNS, NULLS, ROW_1, ROW_2
@@ -195,7 +195,8 @@ def test_statement_rows_stop_the_stream_until_their_table_is_copied_again(make_p
 COPY = """
 import json, sys
 from mysql_cdc.capture.filters import TableFilter
-from mysql_cdc.capture.snapshot_copy import SnapshotOptions, snapshot_tables
+from mysql_cdc.capture.snapshot_copy import snapshot_tables
+from mysql_cdc.settings import SnapshotOptions
 from mysql_cdc.settings import MySQLSettings
 from mysql_cdc.storage import StorageSpec
 args = json.load(sys.stdin)

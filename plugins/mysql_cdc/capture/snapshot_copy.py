@@ -60,7 +60,7 @@ from ..contracts import (
     tables_digest,
 )
 from ..faults import crash_point
-from ..settings import MySQLSettings
+from ..settings import MySQLSettings, SnapshotOptions
 from ..storage import ObjectStore, StorageSpec, local_temp_dir
 from .extract import extract_range
 from .filters import TableFilter
@@ -76,18 +76,6 @@ _TABLE_CHANGED_ERRORS = frozenset({1412, 1146, 1054, 1049})
 _INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
 _MAX_PLANS = 20  # a table re-planned this often keeps changing: give up with a clear error
 PLAN_NAME = "plan.json"
-
-
-@dataclass(frozen=True)
-class SnapshotOptions:
-    """How a copy is cut and run (the pipelines file's ``snapshot`` section)."""
-
-    split_rows: int = 500_000  # rows per chunk (at planning time)
-    workers: int = 2  # chunks copied at once, each in its own process and read view
-
-    def __post_init__(self) -> None:
-        if self.split_rows < 1 or self.workers < 1:
-            raise ValueError(f"snapshot options: split_rows and workers must be at least 1, got {self}")
 
 
 # -- the plan ------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from typing import Iterator, Sequence
 from ..capture.extract import extract_range
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader, PreflightError
-from ..capture.snapshot_copy import SnapshotOptions, snapshot_tables
+from ..capture.snapshot_copy import snapshot_tables
+from ..settings import SnapshotOptions
 from ..contracts import BinlogPosition, ChangeBatch, PositionRange, TablePositions
 from ..storage import ObjectStore, StorageSpec
 from .connections import MySQLConnectionHook

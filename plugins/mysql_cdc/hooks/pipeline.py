@@ -15,7 +15,7 @@ from airflow.sdk import BaseHook
 
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
-from ..capture.snapshot_copy import SnapshotOptions
+from ..settings import SnapshotOptions
 from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, PositionRange, already_applied
 from ..settings import MySQLSettings
 from .follower import FollowerHook, checkpoint_of, table_positions_of
