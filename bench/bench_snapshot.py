@@ -5,11 +5,14 @@
 
 1. starts a leader and a follower (scripts/local_services.py) in a temp dir and fills one table of
    the merge benchmark's shape with ``--rows`` rows on the leader (server-side, sequence engine);
-2. ours, end to end: ``snapshot_tables`` (the extract task's copy into a Parquet snapshot batch)
-   then the merge job with the real ``spark-submit --master local[2]`` into an empty follower;
+2. ours, end to end: ``snapshot_tables`` (the extract task's copy into a Parquet snapshot batch,
+   in chunks by the default number of worker processes) then the merge job with the real
+   ``spark-submit --master local[2]`` into an empty follower; the copy also once with one worker,
+   for the parallel speedup;
 3. the reference a user would run instead, in the same run: ``mariadb-dump --single-transaction
    db table | mariadb`` into an empty follower database;
-4. with ``--rss``: the copy's peak RSS at 1M and at ``--rows`` rows, each in a fresh child process;
+4. with ``--rss``: the copy's peak RSS at 1M and at ``--rows`` rows, each in a fresh child process
+   (its own peak plus, per worker, the largest worker's);
 5. prints the rates and their ratio (target >= 1.0), then one JSON line, last.
 """
 
@@ -31,9 +34,9 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench"
 from bench_merge import CREATE_TABLE, DB, TABLE, run_spark_submit  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
-from mysql_cdc.capture.snapshot import snapshot_tables  # noqa: E402
+from mysql_cdc.capture.snapshot_copy import snapshot_tables  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, start_snapshot  # noqa: E402
-from mysql_cdc.settings import JobSecrets, MySQLSettings  # noqa: E402
+from mysql_cdc.settings import JobSecrets, MySQLSettings, SnapshotOptions  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 PIPELINE = "snapbench"
@@ -61,11 +64,17 @@ def fill(leader: MariaDBServer, rows: int, database: str = DB) -> None:
         conn.close()
 
 
+def copy(leader_settings: MySQLSettings, storage: StorageSpec, database: str, workers: int):
+    started = time.monotonic()
+    batch = snapshot_tables(leader_settings, storage, f"{PIPELINE}_{workers}", TableFilter((f"{database}.*",)),
+                            options=SnapshotOptions(workers=workers))
+    return batch, time.monotonic() - started
+
+
 def ours(leader_settings: MySQLSettings, follower: MariaDBServer, work: Path, database: str) -> dict:
     storage = StorageSpec(f"file://{work}/store")
-    started = time.monotonic()
-    batch = snapshot_tables(leader_settings, storage.open(), PIPELINE, TableFilter((f"{database}.*",)))
-    copied = time.monotonic() - started
+    _, one_worker = copy(leader_settings, storage, database, 1)
+    batch, copied = copy(leader_settings, storage, database, SnapshotOptions().workers)
     conn = follower.connect()
     try:
         start_snapshot(conn, batch)
@@ -74,8 +83,8 @@ def ours(leader_settings: MySQLSettings, follower: MariaDBServer, work: Path, da
     secrets = JobSecrets(MySQLSettings(**follower.conn_params()), storage)
     manifest = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
     merge_wall, _ = run_spark_submit(manifest, secrets, work, "2g", "")
-    return {"rows": batch.row_count, "copy_s": round(copied, 2), "merge_s": round(merge_wall, 2),
-            "total_s": round(copied + merge_wall, 2)}
+    return {"rows": batch.row_count, "copy_s": round(copied, 2), "copy_1_worker_s": round(one_worker, 2),
+            "merge_s": round(merge_wall, 2), "total_s": round(copied + merge_wall, 2)}
 
 
 def dump_pipeline(leader: MariaDBServer, follower: MariaDBServer, database: str) -> float:
@@ -98,12 +107,16 @@ RSS_CHILD = """
 import json, resource, sys
 sys.path[:0] = sys.argv[1].split(':')
 from mysql_cdc.capture.filters import TableFilter
-from mysql_cdc.capture.snapshot import snapshot_tables
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.capture.snapshot_copy import snapshot_tables
+from mysql_cdc.settings import MySQLSettings, SnapshotOptions
 from mysql_cdc.storage import StorageSpec
-batch = snapshot_tables(MySQLSettings(**json.loads(sys.argv[2])), StorageSpec(sys.argv[3]).open(), 'rss',
-                        TableFilter((sys.argv[4] + '.*',)))
-print(json.dumps({'rows': batch.row_count, 'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+options = SnapshotOptions()
+batch = snapshot_tables(MySQLSettings(**json.loads(sys.argv[2])), StorageSpec(sys.argv[3]), 'rss',
+                        TableFilter((sys.argv[4] + '.*',)), options=options)
+# the copy's processes: this one, and its workers (the largest of them, counted once per worker)
+parent = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({'rows': batch.row_count, 'rss_mb': parent + options.workers * worker}))
 """
 
 
@@ -136,6 +149,8 @@ def main() -> int:
         figures = {
             "snapshot_rows": result["rows"],
             "snapshot_copy_s": result["copy_s"],
+            "snapshot_copy_1_worker_s": result["copy_1_worker_s"],
+            "snapshot_copy_parallel_speedup": round(result["copy_1_worker_s"] / result["copy_s"], 2),
             "snapshot_merge_s": result["merge_s"],
             "snapshot_rows_per_s": round(result["rows"] / result["total_s"]),
             "dump_rows_per_s": round(args.rows / dump_s),

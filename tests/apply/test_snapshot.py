@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -70,7 +71,7 @@ def test_first_snapshot_then_stream(make_pipeline, spark, flavor):
     assert_same_database(leader, follower, db)
 
 
-CHUNKED = SnapshotOptions(split_rows=15, workers=2)
+CHUNKED = SnapshotOptions(split_rows=25, workers=2)
 
 
 @pytest.mark.parametrize("flavor, options", [("mariadb", SnapshotOptions()), ("mariadb", CHUNKED), ("mysql", CHUNKED)],
@@ -86,9 +87,20 @@ def test_copy_while_a_writer_changes_the_tables(make_pipeline, spark, flavor, op
     try:
         workload.setup(setup)
         workload.run(setup, transactions=40)
+        with setup.cursor() as cur:  # a table with an integer key, which a chunked copy splits
+            cur.execute(f"CREATE TABLE {db}.chunky (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.chunky VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 201)))
     finally:
         setup.close()
     stop = threading.Event()
+    rng = random.Random(7)
+
+    def chunky_change() -> str:
+        row = rng.randint(1, 400)
+        return rng.choice([f"UPDATE {db}.chunky SET v = v + 1 WHERE id = {row}",
+                           f"UPDATE IGNORE {db}.chunky SET id = {rng.randint(1, 400)} WHERE id = {row}",  # key moves
+                           f"INSERT IGNORE INTO {db}.chunky VALUES ({row}, 0)",
+                           f"DELETE FROM {db}.chunky WHERE id = {row}"])
 
     def write():
         conn = leader.connect()
@@ -96,7 +108,10 @@ def test_copy_while_a_writer_changes_the_tables(make_pipeline, spark, flavor, op
             while not stop.is_set():
                 # DDL too: a table that changes during its copy is copied again
                 workload.run(conn, transactions=3, ddl_probability=0.05)
-                stop.wait(0.05)  # a steady writer, not a flood the stream then has to carry
+                with conn.cursor() as cur:
+                    cur.execute(chunky_change())
+                conn.commit()
+                stop.wait(0.01)  # a steady writer, not a flood the stream then has to carry
         finally:
             conn.close()
 
