@@ -509,6 +509,40 @@ class MariaDBServer:
         self.purge_binary_logs_to(current)
         return current
 
+    def scalar(self, sql: str) -> Any:
+        """The one value ``sql`` returns (root connection)."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return cur.fetchone()[0]
+        finally:
+            conn.close()
+
+    # -- replication (MariaDB GTID replication; a replica needs binlog=True, log_slave_updates) --
+
+    def replicate_from(self, source: "MariaDBServer") -> None:
+        """Become a GTID replica of ``source`` from its current GTID position (not from its first
+        binlog: tests before may have purged it)."""
+        gtid = source.scalar("SELECT @@GLOBAL.gtid_binlog_pos")
+        self.run_sql([
+            "STOP SLAVE", "RESET SLAVE ALL", f"SET GLOBAL gtid_slave_pos = '{gtid}'",
+            f"CHANGE MASTER TO MASTER_HOST='{source.host}', MASTER_PORT={source.port}, "
+            f"MASTER_USER='{source.root_user}', MASTER_PASSWORD='{source.root_password}', MASTER_USE_GTID=slave_pos",
+            "START SLAVE",
+        ])
+
+    def wait_for(self, source: "MariaDBServer", timeout: float = 60.0) -> None:
+        """Until this replica has applied everything ``source`` has logged."""
+        gtid = source.scalar("SELECT @@GLOBAL.gtid_binlog_pos")
+        if self.scalar(f"SELECT MASTER_GTID_WAIT('{gtid}', {timeout})") != 0:
+            raise RuntimeError(f"{self.name} did not reach {gtid} within {timeout} s: "
+                               f"{self.scalar('SELECT @@GLOBAL.gtid_slave_pos')}")
+
+    def promote(self) -> None:
+        """Stop replicating: this server is a leader now (a failover)."""
+        self.run_sql(["STOP SLAVE", "RESET SLAVE ALL"])
+
     def connect(
         self,
         user: str | None = None,

@@ -352,13 +352,15 @@ class Follower:
                 checkpoint, position=segment.start, batch_id=batch.batch_id, pending_ddl_pos=segment.start,
                 pending_ddl_fingerprint=self.fingerprint(segment.targets),
                 gtid=checkpoint.gtid if checkpoint.position == segment.start else None,
+                gtid_set=checkpoint.gtid_set if checkpoint.position == segment.start else None,
             )
             self.advance(checkpoint, marker)
             checkpoint, already_ran = marker, False
         if not already_ran:
             self.run_statement(segment)
             crash_point("after_ddl")
-        done = Checkpoint(checkpoint.pipeline, segment.end, segment.gtid, batch.batch_id)
+        done = Checkpoint(checkpoint.pipeline, segment.end, segment.gtid, batch.batch_id, gtid_set=segment.gtid_set,
+                          leader_id=batch.leader_id)
         self.advance(checkpoint, done)
         return done
 

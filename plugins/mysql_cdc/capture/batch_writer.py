@@ -40,8 +40,10 @@ class _OpenRowSegment:
 
 class BatchWriter:
     def __init__(self, store: ObjectStore, pipeline: str, range_: PositionRange,
-                 limits: WriterLimits = WriterLimits(), server_flavor: str = "mariadb", prefix: str | None = None):
+                 limits: WriterLimits = WriterLimits(), server_flavor: str = "mariadb", prefix: str | None = None,
+                 leader_id: str | None = None):
         self.store = store
+        self.leader_id = leader_id
         self.pipeline = pipeline
         self.range = range_
         self.limits = limits
@@ -86,29 +88,32 @@ class BatchWriter:
             self.open_rows.writers[key] = writer
         return writer
 
-    def close_rows(self, end: BinlogPosition) -> None:
-        """End the open row segment at the transaction boundary ``end``."""
+    def close_rows(self, end: BinlogPosition, gtid_set: str | None = None) -> None:
+        """End the open row segment at the transaction boundary ``end`` (where the leader had
+        executed ``gtid_set``)."""
         if self.open_rows.writers:
             tables = tuple(w.finish() for _, w in sorted(self.open_rows.writers.items()))
-            self.segments.append(RowSegment(len(self.segments), self.open_rows.start, end, tables))
+            self.segments.append(RowSegment(len(self.segments), self.open_rows.start, end, tables, gtid_set))
         self.open_rows = _OpenRowSegment(end)
 
     # -- DDL ------------------------------------------------------------------------------------
 
     def add_ddl(self, start: BinlogPosition, end: BinlogPosition, schema: str, statement: str, action: str,
-                targets: tuple[DdlTarget, ...], gtid: str | None) -> None:
-        self.close_rows(start)
+                targets: tuple[DdlTarget, ...], gtid: str | None, gtid_set_before: str | None = None,
+                gtid_set_after: str | None = None) -> None:
+        self.close_rows(start, gtid_set_before)
         self.segments.append(DdlSegment(
             index=len(self.segments), start=start, end=end, schema=schema, statement=statement,
-            action=action, targets=targets, gtid=gtid,
+            action=action, targets=targets, gtid=gtid, gtid_set=gtid_set_after,
         ))
         self.open_rows = _OpenRowSegment(end)
 
     # -- the manifest ---------------------------------------------------------------------------
 
-    def commit(self, end: BinlogPosition, start_gtid: str | None, end_gtid: str | None) -> ChangeBatch:
+    def commit(self, end: BinlogPosition, start_gtid: str | None, end_gtid: str | None,
+               start_gtid_set: str | None = None, end_gtid_set: str | None = None) -> ChangeBatch:
         """Close the last row segment at ``end`` and write the manifest: the batch now exists."""
-        self.close_rows(end)
+        self.close_rows(end, end_gtid_set)
         batch = ChangeBatch(
             pipeline=self.pipeline,
             batch_id=self.batch_id,
@@ -117,6 +122,9 @@ class BatchWriter:
             segments=tuple(self.segments),
             start_gtid=start_gtid,
             end_gtid=end_gtid,
+            start_gtid_set=start_gtid_set,
+            end_gtid_set=end_gtid_set,
+            leader_id=self.leader_id,
             server_flavor=self.server_flavor,
             row_count=sum(getattr(s, "row_count", 0) for s in self.segments),
         )

@@ -44,6 +44,7 @@ from .batch_writer import BatchWriter
 from .compressed import (
     CHECKSUM_SIZE, HEADER_SIZE, MARIADB_COMPRESSED, MYSQL_TRANSACTION_PAYLOAD, EventInflater, raw_event,
 )
+from ..contracts.gtid_set import parse_gtid_set
 from .gtid import GtidDecodeError, tagged_gtid
 from .events import (
     ANONYMOUS_GTID_LOG_EVENT, CARRY_NOTHING, CARRY_NOTHING_CODES, GTID_TAGGED_LOG_EVENT, UnknownEventError,
@@ -107,7 +108,8 @@ class _Transaction:
 
 class BatchBuilder:
     def __init__(self, writer: BatchWriter, table_filter: TableFilter, start_gtid: str | None = None,
-                 inflater: EventInflater | None = None, positions: TablePositions = TablePositions()):
+                 inflater: EventInflater | None = None, positions: TablePositions = TablePositions(),
+                 start_gtid_set: str | None = None):
         self.writer = writer
         self.positions = positions
         self.inflater = inflater
@@ -115,6 +117,9 @@ class BatchBuilder:
         self.filter = table_filter
         self.start_gtid = start_gtid
         self.last_gtid = start_gtid
+        # the leader's executed GTID set at the last boundary passed (None: not tracked)
+        self.start_gtid_set = start_gtid_set
+        self.executed = None if start_gtid_set is None else parse_gtid_set(writer.server_flavor, start_gtid_set)
 
         self.file = range_.start.file
         self.position = range_.start  # last transaction boundary passed
@@ -255,6 +260,8 @@ class BatchBuilder:
     def _end_transaction(self, after: BinlogPosition) -> None:
         if self.txn and self.txn.gtid:
             self.last_gtid = self.txn.gtid
+            if self.executed is not None:
+                self.executed.add(self.txn.gtid)
         self.txn = None
         self.position = after
 
@@ -411,10 +418,19 @@ class BatchBuilder:
 
     def _emit_ddl(self, parsed: ParsedStatement, query: str, schema: str, txn: _Transaction,
                   after: BinlogPosition) -> None:
-        self.writer.add_ddl(txn.start, after, schema, query, parsed.action, parsed.targets, txn.gtid)
+        before = after_ddl = None
+        if self.executed is not None:
+            before = str(self.executed)
+            with_ddl = parse_gtid_set(self.writer.server_flavor, before)
+            if txn.gtid:
+                with_ddl.add(txn.gtid)
+            after_ddl = str(with_ddl)
+        self.writer.add_ddl(txn.start, after, schema, query, parsed.action, parsed.targets, txn.gtid, before,
+                            after_ddl)
 
     def finish(self) -> ChangeBatch:
-        return self.writer.commit(self.position, self.start_gtid, self.last_gtid)
+        end_set = str(self.executed) if self.executed is not None else None
+        return self.writer.commit(self.position, self.start_gtid, self.last_gtid, self.start_gtid_set, end_set)
 
     _HANDLERS = {
         MariadbGtidEvent: _on_mariadb_gtid,
@@ -485,17 +501,25 @@ class BinlogReader:
 def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, range_: PositionRange,
                   table_filter: TableFilter = TableFilter(), limits: WriterLimits = WriterLimits(),
                   start_gtid: str | None = None, positions: TablePositions = TablePositions(),
-                  prefix: str | None = None) -> ChangeBatch | None:
+                  prefix: str | None = None, start_gtid_set: str | None = None,
+                  track_gtids: bool = True) -> ChangeBatch | None:
     """Write the batch for ``range_`` (manifest last) and return it; None for an empty range.
-    ``prefix``: where to write it, when not among the pipeline's batches."""
+    ``prefix``: where to write it, when not among the pipeline's batches. ``start_gtid_set``:
+    the leader's executed GTID set at the range's start when the caller knows it (a checkpoint
+    carries it), else the leader is asked; ``track_gtids`` False leaves the batch without sets
+    (a snapshot's catch-up changes, which never become a checkpoint)."""
     with Leader(settings) as leader:
         leader.check_settings()
         leader.check_range(range_)
-        flavor = leader.flavor
+        flavor, leader_id = leader.flavor, leader.leader_id
+        if start_gtid_set is None and track_gtids and not range_.empty:
+            start_gtid_set = leader.gtid_set_at(range_.start)
     if range_.empty:
         return None
-    with BatchWriter(store, pipeline, range_, limits, flavor, prefix) as writer, BinlogReader(settings, range_.start) as reader:
-        builder = BatchBuilder(writer, table_filter, start_gtid, reader.inflater, positions)
+    with BatchWriter(store, pipeline, range_, limits, flavor, prefix, leader_id) as writer, \
+            BinlogReader(settings, range_.start) as reader:
+        builder = BatchBuilder(writer, table_filter, start_gtid, reader.inflater, positions,
+                               start_gtid_set if track_gtids else None)
         try:
             for event in reader:
                 builder.handle(event)

@@ -12,6 +12,7 @@ Fields 0-3 are the flags, the source UUID (16 integers, one per byte), the trans
 
 from __future__ import annotations
 
+import re
 import uuid
 
 
@@ -68,3 +69,21 @@ def tagged_gtid(body: bytes) -> str:
     if source is None or gno is None:
         raise GtidDecodeError("GTID_TAGGED_LOG_EVENT without a source UUID or transaction number")
     return f"{source}:{tag}:{gno}" if tag else f"{source}:{gno}"
+
+
+# -- GTIDs in SHOW BINLOG EVENTS ------------------------------------------------------------------
+
+# MySQL: "SET @@SESSION.GTID_NEXT= 'uuid[:tag]:N'"; MariaDB: "BEGIN GTID d-s-n" ("GTID d-s-n" for
+# a DDL, which is its own transaction)
+_INFO_GTID = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'|^(?:BEGIN )?GTID (\d+-\d+-\d+)")
+# the set a binlog file starts with: MySQL's Previous_gtids, MariaDB's Gtid_list ("[0-1-4,1-2-7]")
+FILE_START_SETS = {"Previous_gtids": lambda info: info.replace("\n", ""),
+                   "Gtid_list": lambda info: info.strip().strip("[]")}
+
+
+def event_gtid(info: str) -> str | None:
+    """The GTID a SHOW BINLOG EVENTS ``Info`` begins a transaction with, if it does."""
+    match = _INFO_GTID.search(info or "")
+    if not match or match.group(1) in ("AUTOMATIC", "ANONYMOUS"):
+        return None
+    return match.group(1) or match.group(2)

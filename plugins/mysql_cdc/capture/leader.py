@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Iterator
 
 import pymysql
 
 from ..contracts import BinlogPosition, PositionRange
+from ..contracts.gtid_set import parse_gtid_set
 from ..settings import MySQLSettings
+from .gtid import event_gtid
 
 
 class PreflightError(RuntimeError):
@@ -110,6 +113,58 @@ class Leader:
             return rows[0][0] or None
         rows = self._rows("SELECT @@GLOBAL.gtid_executed")
         return (rows[0][0] or "").replace("\n", "") or None
+
+    @property
+    def leader_id(self) -> str:
+        """Which server this is, for the positions taken on it: MySQL's server_uuid, MariaDB's
+        server_id (a replica has its own, or it could not replicate)."""
+        if self.flavor == "mysql":
+            return self._rows("SELECT @@GLOBAL.server_uuid")[0][0]
+        return str(self._rows("SELECT @@GLOBAL.server_id")[0][0])
+
+    def has_gtids(self) -> bool:
+        """MariaDB always logs GTIDs; MySQL with gtid_mode ON."""
+        return self.flavor == "mariadb" or (self._variable("gtid_mode") or "OFF").upper() == "ON"
+
+    def binlog_events(self, file: str, start: int = 4, page: int = 5000) -> Iterator[tuple[int, str, int, str]]:
+        """``(position, event type, end position, info)`` of each event of ``file`` from ``start``,
+        as SHOW BINLOG EVENTS lists them, a page at a time."""
+        position = start
+        while True:
+            rows = self._rows_args(f"SHOW BINLOG EVENTS IN %s FROM %s LIMIT {int(page)}", (file, position))
+            for row in rows:
+                yield int(row[1]), row[2], int(row[4]), row[5] or ""
+            if len(rows) < page:
+                return
+            position = int(rows[-1][4])
+
+    def gtid_set_at(self, position: BinlogPosition) -> str | None:
+        """The GTID set executed up to ``position`` (None: the leader has no GTIDs). MariaDB
+        computes it (BINLOG_GTID_POS); on MySQL it is the file's Previous_gtids plus the GTIDs of
+        the file before ``position``."""
+        if not self.has_gtids():
+            return None
+        if self.flavor == "mariadb":
+            found = self._rows_args("SELECT BINLOG_GTID_POS(%s, %s)", (position.file, position.offset))[0][0]
+            if found is None:
+                raise PreflightError(f"the leader has no binlog position {position} (SELECT BINLOG_GTID_POS is NULL)")
+            return found
+        executed = parse_gtid_set("mysql", "")
+        for at, event_type, _, info in self.binlog_events(position.file):
+            if at >= position.offset:
+                break
+            if event_type == "Previous_gtids":
+                executed = parse_gtid_set("mysql", info)
+            else:
+                gtid = event_gtid(info)
+                if gtid is not None:
+                    executed.add(gtid)
+        return str(executed)
+
+    def _rows_args(self, sql: str, args: tuple) -> list[tuple]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
 
     def binlog_files(self) -> list[BinlogFile]:
         try:

@@ -123,6 +123,8 @@ class SnapshotPlan:
     batch_id: str
     start: BinlogPosition  # the tables below are exactly those the leader had here
     full: bool  # every table of the pipeline: the stream goes on from ``start``
+    start_gtid_set: str | None  # the leader's executed GTID set at ``start``
+    leader_id: str
     tables: list[TablePlan] = field(default_factory=list)
 
     @property
@@ -131,6 +133,7 @@ class SnapshotPlan:
 
     def save(self, store: ObjectStore) -> None:
         body = {"batch_id": self.batch_id, "start": str(self.start), "full": self.full,
+                "start_gtid_set": self.start_gtid_set, "leader_id": self.leader_id,
                 "tables": [t.to_json() for t in self.tables]}
         store.put_bytes(f"{self.prefix}/{PLAN_NAME}", json.dumps(body, indent=1).encode())
 
@@ -138,7 +141,7 @@ class SnapshotPlan:
     def load(cls, store: ObjectStore, pipeline: str, batch_id: str) -> "SnapshotPlan":
         body = json.loads(store.get_bytes(f"{batch_prefix(pipeline, batch_id)}/{PLAN_NAME}"))
         return cls(pipeline, body["batch_id"], BinlogPosition.parse(body["start"]), body["full"],
-                   [TablePlan.from_json(t) for t in body["tables"]])
+                   body["start_gtid_set"], body["leader_id"], [TablePlan.from_json(t) for t in body["tables"]])
 
 
 def _in_progress_key(pipeline: str, digest: str) -> str:
@@ -306,8 +309,9 @@ class _Copy:
 
     # plan
 
-    def _listing(self) -> tuple[list[tuple[str, str]], BinlogPosition, bool]:
-        """The tables at one binlog position: listed before and after reading it, until equal."""
+    def _listing(self) -> tuple[list[tuple[str, str]], BinlogPosition, bool, str | None, str]:
+        """The tables at one binlog position: listed before and after reading it, until equal;
+        with the GTID set at that position and the leader's id."""
         with LeaderSnapshot(self.settings, self.flavor) as snapshot, Leader(self.settings) as leader:
             for _ in range(_MAX_PLANS):
                 listed = snapshot.tables(self.table_filter, self.only)
@@ -323,7 +327,7 @@ class _Copy:
                     "among the pipeline's include globs"
                 )
             full = self.only is None or set(listed) == set(snapshot.tables(self.table_filter))
-        return listed, start, full
+            return listed, start, full, leader.gtid_set_at(start), leader.leader_id
 
     def plan_table(self, index: int, database: str, table: str) -> TablePlan:
         """The table's chunks as it is now (``_Vanished`` when it no longer exists)."""
@@ -350,9 +354,9 @@ class _Copy:
             if self.store.exists(f"{batch_prefix(self.pipeline, batch_id)}/{PLAN_NAME}"):
                 log.info("snapshot %s: resuming the unfinished copy %s", self.pipeline, batch_id)
                 return SnapshotPlan.load(self.store, self.pipeline, batch_id)
-        listed, start, full = self._listing()
+        listed, start, full, start_gtid_set, leader_id = self._listing()
         batch_id = snapshot_batch_id(start, list(self.only) if self.only is not None else ["*"])
-        plan = SnapshotPlan(self.pipeline, batch_id, start, full)
+        plan = SnapshotPlan(self.pipeline, batch_id, start, full, start_gtid_set, leader_id)
         self.store.delete_prefix(f"{plan.prefix}/")
         plan.tables = [self.plan_table(index, database, table) for index, (database, table) in enumerate(listed)]
         plan.save(self.store)
@@ -410,6 +414,7 @@ class _Copy:
         batch = extract_range(
             self.settings, self.store, self.pipeline, PositionRange(first, last),
             TableFilter((glob.escape(table.qualified_name),)), self.limits, prefix=f"{plan.prefix}/{rel}",
+            track_gtids=False,
         )
         if batch is None:
             return None
@@ -478,7 +483,8 @@ class _Copy:
         batch = ChangeBatch(
             pipeline=self.pipeline, batch_id=plan.batch_id, start=plan.start,
             end=max([plan.start, *(s.at for s in segments)]), segments=tuple(segments), server_flavor=self.flavor,
-            row_count=sum(s.row_count for s in segments),
+            row_count=sum(s.row_count for s in segments), start_gtid_set=plan.start_gtid_set,
+            leader_id=plan.leader_id,
         )
         self.store.put_bytes(f"{plan.prefix}/{MANIFEST_NAME}", batch.to_json().encode())
         self.store.delete_prefix(_in_progress_key(self.pipeline, self.digest))

@@ -104,6 +104,7 @@ class RowSegment:
     start: BinlogPosition
     end: BinlogPosition
     tables: tuple[TableChanges, ...]
+    gtid_set: str | None = None  # the leader's executed GTID set at ``end`` (see gtid_set)
     kind: str = "rows"
 
     @property
@@ -117,6 +118,7 @@ class RowSegment:
             "start": str(self.start),
             "end": str(self.end),
             "tables": [t.to_json() for t in self.tables],
+            "gtid_set": self.gtid_set,
         }
 
     @classmethod
@@ -129,6 +131,7 @@ class RowSegment:
             tables=tuple(
                 TableChanges.from_json(t, f"{where}.tables[{i}]") for i, t in enumerate(data["tables"])
             ),
+            gtid_set=data["gtid_set"],
         )
 
 
@@ -152,6 +155,7 @@ class DdlSegment:
     action: str  # e.g. "create_table", "alter_table", "drop_database" (see capture.ddl)
     targets: tuple[DdlTarget, ...]
     gtid: str | None = None
+    gtid_set: str | None = None  # the leader's executed GTID set at ``end``
     kind: str = "ddl"
 
     def to_json(self) -> dict[str, Any]:
@@ -165,6 +169,7 @@ class DdlSegment:
             "action": self.action,
             "targets": [asdict(t) for t in self.targets],
             "gtid": self.gtid,
+            "gtid_set": self.gtid_set,
         }
 
     @classmethod
@@ -181,7 +186,8 @@ class DdlSegment:
                 DdlTarget(**_strict(DdlTarget, t, f"{where}.targets[{i}]"))
                 for i, t in enumerate(data["targets"])
             ),
-            gtid=data.get("gtid"),
+            gtid=data["gtid"],
+            gtid_set=data["gtid_set"],
         )
 
 
@@ -329,6 +335,12 @@ class ChangeBatch:
     segments: tuple[Segment, ...]
     start_gtid: str | None = None  # GTID of the last transaction before ``start``, if known
     end_gtid: str | None = None  # GTID of the last transaction inside the batch
+    # the leader's executed GTID sets at ``start`` and ``end`` (None: the leader has no GTIDs),
+    # and which server the positions are on (MySQL server_uuid, MariaDB server_id): a position
+    # means something on one server only, a GTID set on any (capture.failover)
+    start_gtid_set: str | None = None
+    end_gtid_set: str | None = None
+    leader_id: str | None = None
     server_flavor: str = "mariadb"  # "mariadb" or "mysql": DDL dialect of ``statement``s
     format_version: int = FORMAT_VERSION
     row_count: int = field(default=0)
@@ -354,6 +366,9 @@ class ChangeBatch:
             "end": str(self.end),
             "start_gtid": self.start_gtid,
             "end_gtid": self.end_gtid,
+            "start_gtid_set": self.start_gtid_set,
+            "end_gtid_set": self.end_gtid_set,
+            "leader_id": self.leader_id,
             "server_flavor": self.server_flavor,
             "row_count": self.row_count,
             "segments": [s.to_json() for s in self.segments],
@@ -367,9 +382,9 @@ class ChangeBatch:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ManifestError(f"manifest.json is not valid JSON: {exc}") from exc
-        _strict(cls, data, "manifest")
-        version = data["format_version"]
-        if version != FORMAT_VERSION:
+        # the version first: a manifest of another version has other fields
+        version = data.get("format_version") if isinstance(data, dict) else None
+        if isinstance(data, dict) and "format_version" in data and version != FORMAT_VERSION:
             fix = ("upgrade mysql-cdc" if not isinstance(version, int) or version > FORMAT_VERSION else
                    "it was written by an older mysql-cdc: extract its range again (a run with start and end), "
                    "or for a snapshot batch run a resnapshot of its tables")
@@ -377,6 +392,7 @@ class ChangeBatch:
                 f"manifest format_version {version} is not supported (this code reads version {FORMAT_VERSION}); "
                 f"{fix}"
             )
+        _strict(cls, data, "manifest")
         segments = []
         for i, seg in enumerate(data["segments"]):
             kind = seg.get("kind") if isinstance(seg, dict) else None
@@ -391,6 +407,9 @@ class ChangeBatch:
             segments=tuple(segments),
             start_gtid=data["start_gtid"],
             end_gtid=data["end_gtid"],
+            start_gtid_set=data["start_gtid_set"],
+            end_gtid_set=data["end_gtid_set"],
+            leader_id=data["leader_id"],
             server_flavor=data["server_flavor"],
             format_version=data["format_version"],
             row_count=int(data["row_count"]),

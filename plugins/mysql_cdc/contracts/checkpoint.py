@@ -30,9 +30,14 @@ CREATE_SQL = (
         batch_id VARCHAR(255) NULL,
         pending_ddl_pos VARCHAR(300) NULL,
         pending_ddl_fingerprint VARCHAR(64) NULL,
-        updated_at DATETIME(6) NOT NULL
+        updated_at DATETIME(6) NOT NULL,
+        gtid_set TEXT NULL,
+        leader_id VARCHAR(64) NULL
     ) ENGINE=InnoDB""",
 )
+# columns added since the table was first created: (name, definition); ensure_checkpoint_table
+# adds any that an older checkpoint table lacks
+_ADDED_COLUMNS = (("gtid_set", "TEXT NULL"), ("leader_id", "VARCHAR(64) NULL"))
 
 
 @dataclass(frozen=True)
@@ -44,12 +49,24 @@ class Checkpoint:
     pending_ddl_pos: BinlogPosition | None = None
     pending_ddl_fingerprint: str | None = None
     updated_at: dt.datetime | None = None
+    # the leader's executed GTID set at ``position`` and the server ``position`` is on: after a
+    # failover, the set finds the same place on the new leader (capture.failover)
+    gtid_set: str | None = None
+    leader_id: str | None = None
 
 
 def ensure_checkpoint_table(conn) -> None:
     with conn.cursor() as cur:
         for stmt in CREATE_SQL:
             cur.execute(stmt)
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'checkpoint'",
+            (CHECKPOINT_SCHEMA,),
+        )
+        present = {row[0] if not isinstance(row, dict) else row["COLUMN_NAME"] for row in cur.fetchall()}
+        for name, definition in _ADDED_COLUMNS:
+            if name not in present:
+                cur.execute(f"ALTER TABLE {CHECKPOINT_TABLE} ADD COLUMN {name} {definition}")
 
 
 # "No checkpoint yet" as the server says it: the row, the table or the whole schema is absent.
@@ -72,7 +89,7 @@ def read_checkpoint(conn, pipeline: str, *, for_update: bool = False) -> Checkpo
 
     sql = (
         f"SELECT pipeline, binlog_file, binlog_pos, gtid, batch_id, pending_ddl_pos, "
-        f"pending_ddl_fingerprint, updated_at FROM {CHECKPOINT_TABLE} WHERE pipeline = %s"
+        f"pending_ddl_fingerprint, updated_at, gtid_set, leader_id FROM {CHECKPOINT_TABLE} WHERE pipeline = %s"
     )
     if for_update:
         sql += " FOR UPDATE"
@@ -95,6 +112,8 @@ def read_checkpoint(conn, pipeline: str, *, for_update: bool = False) -> Checkpo
         pending_ddl_pos=BinlogPosition.parse(row[5]) if row[5] else None,
         pending_ddl_fingerprint=row[6],
         updated_at=row[7],
+        gtid_set=row[8],
+        leader_id=row[9],
     )
 
 
@@ -103,11 +122,12 @@ def write_checkpoint(conn, checkpoint: Checkpoint) -> None:
     with conn.cursor() as cur:
         cur.execute(
             f"INSERT INTO {CHECKPOINT_TABLE} (pipeline, binlog_file, binlog_pos, gtid, batch_id, "
-            "pending_ddl_pos, pending_ddl_fingerprint, updated_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, UTC_TIMESTAMP(6)) "
+            "pending_ddl_pos, pending_ddl_fingerprint, updated_at, gtid_set, leader_id) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, UTC_TIMESTAMP(6), %s, %s) "
             "ON DUPLICATE KEY UPDATE binlog_file = VALUES(binlog_file), binlog_pos = VALUES(binlog_pos), "
             "gtid = VALUES(gtid), batch_id = VALUES(batch_id), pending_ddl_pos = VALUES(pending_ddl_pos), "
-            "pending_ddl_fingerprint = VALUES(pending_ddl_fingerprint), updated_at = VALUES(updated_at)",
+            "pending_ddl_fingerprint = VALUES(pending_ddl_fingerprint), updated_at = VALUES(updated_at), "
+            "gtid_set = VALUES(gtid_set), leader_id = VALUES(leader_id)",
             (
                 checkpoint.pipeline,
                 checkpoint.position.file,
@@ -116,6 +136,8 @@ def write_checkpoint(conn, checkpoint: Checkpoint) -> None:
                 checkpoint.batch_id,
                 str(checkpoint.pending_ddl_pos) if checkpoint.pending_ddl_pos else None,
                 checkpoint.pending_ddl_fingerprint,
+                checkpoint.gtid_set,
+                checkpoint.leader_id,
             ),
         )
 
@@ -207,6 +229,36 @@ def write_table_position(conn, pipeline: str, position: TablePosition) -> None:
         )
 
 
+def rebase_checkpoint(conn, expected: Checkpoint, position: BinlogPosition, leader_id: str) -> list[TablePosition]:
+    """Express the checkpoint in another leader's binlog (a failover: ``position`` is where its
+    GTID set is on that leader), in one transaction, if it is still ``expected``. The follower's
+    rows do not change, only the coordinates of the place they stand at. Table positions are
+    positions on the old leader: they are removed; those a copy had put ahead of the checkpoint
+    (or whose copy was unfinished) are returned: their tables must be copied again."""
+    ensure_checkpoint_table(conn)
+    conn.begin()
+    try:
+        current = read_checkpoint(conn, expected.pipeline, for_update=True)
+        if current is None or (current.position, current.leader_id) != (expected.position, expected.leader_id):
+            raise RuntimeError(
+                f"the checkpoint of pipeline {expected.pipeline!r} moved while it was being rebased onto the new "
+                "leader (another run of the pipeline?); run it again"
+            )
+        ahead = [p for p in read_table_positions(conn, expected.pipeline).by_table.values()
+                 if p.state == COPYING or p.position > current.position]
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {TABLE_POSITION_TABLE} WHERE pipeline = %s", (expected.pipeline,))
+        write_checkpoint(conn, Checkpoint(
+            current.pipeline, position, current.gtid, current.batch_id, gtid_set=current.gtid_set,
+            leader_id=leader_id,
+        ))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return ahead
+
+
 def start_snapshot(conn, batch) -> Checkpoint:
     """Record that a snapshot batch (``contracts.ChangeBatch`` of snapshot segments) is to be
     applied, in one transaction: the pipeline's checkpoint at the snapshot's position when it has
@@ -218,8 +270,13 @@ def start_snapshot(conn, batch) -> Checkpoint:
     try:
         checkpoint = read_checkpoint(conn, batch.pipeline, for_update=True)
         if checkpoint is None:
-            checkpoint = Checkpoint(batch.pipeline, batch.start, None, batch.batch_id)
+            checkpoint = Checkpoint(batch.pipeline, batch.start, None, batch.batch_id,
+                                    gtid_set=batch.start_gtid_set, leader_id=batch.leader_id)
             write_checkpoint(conn, checkpoint)
+        if batch.segments and all(s.full for s in batch.segments):
+            # a copy of every table gives every table its position: none of before stays
+            with conn.cursor() as cur:
+                cur.execute(f"DELETE FROM {TABLE_POSITION_TABLE} WHERE pipeline = %s", (batch.pipeline,))
         for segment in batch.segments:
             write_table_position(conn, batch.pipeline, TablePosition(
                 segment.database, segment.table, segment.at, batch.batch_id, COPYING))

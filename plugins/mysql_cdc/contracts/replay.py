@@ -9,6 +9,8 @@ in a second), the merge job asks it again under the checkpoint's row lock.
 - otherwise the segments whose ``end > P`` are applied in order; inside the one segment that may
   straddle P (a batch re-extracted with other boundaries), a row is applied iff its event
   position is ``>= P`` (``mysql_cdc.spark.transforms.after_checkpoint``).
+- a batch read from another server than the checkpoint's (a failover) is refused: positions of
+  two servers do not compare (``capture.failover`` moves the checkpoint onto the new leader).
 - a checkpoint carrying a pending-DDL marker at Q must continue with the DDL segment starting at
   Q: the marker says "this DDL may or may not have run", and only that segment can settle it.
 
@@ -109,11 +111,27 @@ def require_no_pending_snapshot(batch: ChangeBatch, positions: TablePositions) -
         )
 
 
+def same_leader(checkpoint: Checkpoint, batch: ChangeBatch) -> bool:
+    """Whether the batch's positions are on the server the checkpoint's are (unknown: yes)."""
+    return checkpoint.leader_id is None or batch.leader_id is None or checkpoint.leader_id == batch.leader_id
+
+
+class OtherLeaderError(ReplayError):
+    """The batch was read from another server than the one the checkpoint's position is on."""
+
+
 def plan_replay(batch: ChangeBatch, checkpoint: Checkpoint | None,
                 positions: TablePositions = TablePositions()) -> ReplayPlan:
     if batch.is_snapshot:
         return plan_snapshot(batch, positions)
     require_no_pending_snapshot(batch, positions)
+    if checkpoint is not None and not same_leader(checkpoint, batch):
+        # FILE:POS of two servers do not compare: the batch's range means nothing here
+        raise OtherLeaderError(
+            f"batch {batch.batch_id} was read from the leader {batch.leader_id!r}, but the checkpoint of pipeline "
+            f"{batch.pipeline!r} is a position on {checkpoint.leader_id!r}: its range cannot be placed; a regular "
+            "run of the pipeline extracts the next batch from the leader it is connected to"
+        )
     if already_applied(batch.range, checkpoint, batch.pipeline):
         return ReplayPlan(())
     position = checkpoint.position

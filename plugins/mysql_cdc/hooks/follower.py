@@ -7,7 +7,9 @@ merge (the job requires it) and moves it across batches that captured nothing.
 from __future__ import annotations
 
 from ..contracts import (
+    TablePosition,
     TablePositions,
+    rebase_checkpoint,
     read_table_positions,
     start_snapshot,
     BinlogPosition,
@@ -65,7 +67,8 @@ class FollowerHook(MySQLConnectionHook):
     def read_checkpoint(self, pipeline: str) -> Checkpoint | None:
         return checkpoint_of(self.settings, pipeline)
 
-    def initialize_checkpoint(self, pipeline: str, position: BinlogPosition) -> Checkpoint:
+    def initialize_checkpoint(self, pipeline: str, position: BinlogPosition, gtid_set: str | None = None,
+                              leader_id: str | None = None) -> Checkpoint:
         """Create the checkpoint at ``position`` unless one exists; returns the one in force.
 
         Insert-if-absent under a row lock: two first runs racing (a manual trigger beside the
@@ -77,7 +80,8 @@ class FollowerHook(MySQLConnectionHook):
             conn.begin()
             existing = read_checkpoint(conn, pipeline, for_update=True)
             if existing is None:
-                write_checkpoint(conn, Checkpoint(pipeline=pipeline, position=position))
+                write_checkpoint(conn, Checkpoint(pipeline=pipeline, position=position, gtid_set=gtid_set,
+                                                  leader_id=leader_id))
             conn.commit()
         finally:
             conn.close()
@@ -113,6 +117,8 @@ class FollowerHook(MySQLConnectionHook):
                     position=batch.end,
                     gtid=batch.end_gtid or current.gtid,
                     batch_id=batch.batch_id,
+                    gtid_set=batch.end_gtid_set,
+                    leader_id=batch.leader_id,
                 ),
             )
             conn.commit()
@@ -128,5 +134,14 @@ class FollowerHook(MySQLConnectionHook):
         conn = connect_follower(self.settings)
         try:
             return start_snapshot(conn, batch)
+        finally:
+            conn.close()
+
+    def rebase(self, checkpoint: Checkpoint, position: BinlogPosition, leader_id: str) -> list[TablePosition]:
+        """Move the checkpoint onto a new leader's binlog (``contracts.rebase_checkpoint``);
+        returns the tables whose copies must be made again there."""
+        conn = connect_follower(self.settings)
+        try:
+            return rebase_checkpoint(conn, checkpoint, position, leader_id)
         finally:
             conn.close()

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 from ..capture.extract import extract_range
+from ..capture.failover import find_position
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader, PreflightError
 from ..capture.snapshot_copy import snapshot_tables
@@ -34,6 +35,19 @@ class LeaderHook(MySQLConnectionHook):
     def earliest_position(self) -> BinlogPosition:
         with self._leader() as leader:
             return leader.earliest_position()
+
+    def leader_id(self) -> str:
+        with self._leader() as leader:
+            return leader.leader_id
+
+    def gtid_set_at(self, position: BinlogPosition) -> str | None:
+        with self._leader() as leader:
+            return leader.gtid_set_at(position)
+
+    def find_position(self, gtid_set: str | None) -> BinlogPosition:
+        """Where a checkpoint taken on another server is on this one (``capture.failover``)."""
+        with self._leader() as leader:
+            return find_position(leader, gtid_set)
 
     def preflight(self) -> None:
         """Binlog on, ROW/FULL/FULL, replication privileges; raises PreflightError saying what to fix."""
@@ -70,8 +84,10 @@ class LeaderHook(MySQLConnectionHook):
         return not files or position < BinlogPosition(files[0].name, 4) or position.file not in {f.name for f in files}
 
     def extract(self, store: ObjectStore, pipeline: str, range_: PositionRange, table_filter: TableFilter,
-                start_gtid: str | None = None, positions: TablePositions = TablePositions()) -> ChangeBatch | None:
+                start_gtid: str | None = None, positions: TablePositions = TablePositions(),
+                start_gtid_set: str | None = None) -> ChangeBatch | None:
         """Write the change batch of ``range_`` (manifest last); None when the range is empty.
-        ``positions``: tables copied by a snapshot, whose events before their copy are skipped."""
+        ``positions``: tables copied by a snapshot, whose events before their copy are skipped;
+        ``start_gtid_set``: the executed GTID set at the range's start, when known."""
         return extract_range(self.settings, store, pipeline, range_, table_filter, start_gtid=start_gtid,
-                             positions=positions)
+                             positions=positions, start_gtid_set=start_gtid_set)

@@ -28,12 +28,17 @@ class ChangeStatus:
     leader: BinlogPosition
     checkpoint: BinlogPosition | None  # None: the pipeline never ran
     pending_snapshot: str | None = None  # an unfinished copy's batch id: the next run finishes it
+    leader_changed: bool = False  # the checkpoint is a position on another server (a failover)
 
     @property
     def has_changes(self) -> bool:
-        return self.checkpoint is None or self.checkpoint < self.leader or self.pending_snapshot is not None
+        return (self.checkpoint is None or self.leader_changed or self.checkpoint < self.leader
+                or self.pending_snapshot is not None)
 
     def describe(self) -> str:
+        if self.leader_changed:
+            return (f"the leader is another server than the one checkpoint {self.checkpoint} was taken on: this run "
+                    "finds the checkpoint's place on it by GTID")
         if self.pending_snapshot is not None:
             return f"the snapshot {self.pending_snapshot} is unfinished: this run finishes it"
         if self.checkpoint is None:
@@ -43,7 +48,8 @@ class ChangeStatus:
         return f"leader at {self.leader}, checkpoint {self.checkpoint}: nothing new"
 
     def to_json(self) -> dict[str, Any]:
-        return {"leader": str(self.leader), "checkpoint": str(self.checkpoint) if self.checkpoint else None}
+        return {"leader": str(self.leader), "checkpoint": str(self.checkpoint) if self.checkpoint else None,
+                "leader_changed": self.leader_changed}
 
 
 def change_status(leader: MySQLSettings, follower: MySQLSettings, pipeline: str) -> ChangeStatus:
@@ -51,8 +57,9 @@ def change_status(leader: MySQLSettings, follower: MySQLSettings, pipeline: str)
     checkpoint = checkpoint_of(follower, pipeline)
     pending = table_positions_of(follower, pipeline).pending_batch()
     with Leader(leader) as server:
-        position = server.current_position()
-    return ChangeStatus(position, checkpoint.position if checkpoint else None, pending)
+        position, leader_id = server.current_position(), server.leader_id
+    changed = checkpoint is not None and checkpoint.leader_id is not None and checkpoint.leader_id != leader_id
+    return ChangeStatus(position, checkpoint.position if checkpoint else None, pending, changed)
 
 
 @dataclass(frozen=True)
@@ -154,11 +161,33 @@ class CdcPipelineHook(BaseHook):
         # every later one start from a recorded position. A backfill on a new pipeline starts
         # where it says; a regular run where start_position says.
         start = backfill.start if backfill else self.leader.resolve_start(self.start_position)
-        return self.follower.initialize_checkpoint(self.pipeline, start)
+        return self.follower.initialize_checkpoint(self.pipeline, start, self.leader.gtid_set_at(start),
+                                                   self.leader.leader_id())
+
+    def _follow_failover(self) -> list[str]:
+        """When the leader connection now reaches another server than the checkpoint's (a
+        failover), move the checkpoint onto its binlog by GTID set (``capture.failover``);
+        returns the tables whose copies must be made again there (globs), usually none."""
+        checkpoint = self.follower.read_checkpoint(self.pipeline)
+        if checkpoint is None or checkpoint.leader_id is None:
+            return []
+        leader_id = self.leader.leader_id()
+        if leader_id == checkpoint.leader_id:
+            return []
+        position = self.leader.find_position(checkpoint.gtid_set)
+        recopy = self.follower.rebase(checkpoint, position, leader_id)
+        self.log.warning(
+            "pipeline %s: the leader is now server %r (the checkpoint's was %r); checkpoint %s is %s on it "
+            "(GTID set %s)%s", self.pipeline, leader_id, checkpoint.leader_id, checkpoint.position, position,
+            checkpoint.gtid_set, f"; copying again {[p.database + '.' + p.table for p in recopy]}" if recopy else "",
+        )
+        return [glob.escape(f"{p.database}.{p.table}") for p in recopy]
 
     def extract(self, backfill: PositionRange | None = None, resnapshot: Sequence[str] | None = None) -> ExtractResult:
         """The run's batch, by what the run is:
 
+        - a leader that is another server than the checkpoint's (a failover) is followed first:
+          the checkpoint moves onto its binlog by GTID set;
         - an unfinished snapshot (a copy whose merge has not completed) is finished first: its
           batch again, whatever the run asked for (a backfill aside);
         - ``resnapshot`` (db.table globs): a copy of those tables, consistent with the stream;
@@ -166,6 +195,10 @@ class CdcPipelineHook(BaseHook):
         - a regular run: [checkpoint, leader now); with ``on_purged: snapshot``, a copy of every
           table when that binlog was purged;
         - a backfill: the given range, checkpoint untouched."""
+        if not resnapshot:  # (a resnapshot is how a user recovers when the failover cannot be followed)
+            recopy = self._follow_failover()
+            if recopy:
+                return self._snapshot(recopy)
         positions = self.follower.table_positions(self.pipeline)
         if backfill is None:
             pending = positions.pending_batch()
@@ -176,9 +209,10 @@ class CdcPipelineHook(BaseHook):
             if self.start_position == "snapshot" and self.follower.read_checkpoint(self.pipeline) is None:
                 return self._snapshot(None)
         checkpoint = self._checkpoint(backfill)
+        start_gtid_set = None
         if backfill is None:
             range_ = PositionRange(checkpoint.position, self.leader.current_position())
-            start_gtid = checkpoint.gtid
+            start_gtid, start_gtid_set = checkpoint.gtid, checkpoint.gtid_set
             if self.on_purged == "snapshot" and self.leader.is_purged(range_.start):
                 self.log.warning("pipeline %s: its binlog from %s was purged; on_purged: snapshot copies every "
                                  "table again", self.pipeline, range_.start)
@@ -192,6 +226,6 @@ class CdcPipelineHook(BaseHook):
             range_, start_gtid = backfill, None
         self.log.info("pipeline %s: extracting %s", self.pipeline, range_)
         batch = self.leader.extract(self.storage.store, self.pipeline, range_, self.table_filter, start_gtid,
-                                    positions)
+                                    positions, start_gtid_set)
         manifest_uri = self.storage.manifest_uri(batch) if batch is not None else None
         return ExtractResult(range=range_, batch=batch, manifest_uri=manifest_uri, backfill=backfill is not None)

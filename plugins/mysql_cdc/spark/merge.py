@@ -36,7 +36,7 @@ from ..apply.staging import (
 )
 from ..contracts import (
     ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges, TablePositions,
-    plan_replay, table_position,
+    plan_replay, same_leader, table_position,
 )
 from ..settings import JobSecrets
 from ..storage import ObjectStore, StorageSpec, read_manifest
@@ -193,7 +193,7 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
             ctx.batch.pipeline, segment.end,
             # a segment's last GTID is only known when it ends the batch
             ctx.batch.end_gtid if segment.end == ctx.batch.end else None,
-            ctx.batch.batch_id,
+            ctx.batch.batch_id, gtid_set=segment.gtid_set, leader_id=ctx.batch.leader_id,
         )
         started = time.monotonic()
         applied = ctx.follower.apply_rows(checkpoint, [s for s in staged if s.stages], ctx.store, done)
@@ -256,9 +256,11 @@ def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: 
     report = TableReport(segment.qualified_name, segment.row_count)
     last = segment.index == len(ctx.batch.segments) - 1
     done = None
-    if segment.full and last and checkpoint.position < ctx.batch.start:
-        # every table is now copied: the stream goes on from where the copy was planned
-        done = Checkpoint(ctx.batch.pipeline, ctx.batch.start, None, ctx.batch.batch_id)
+    if segment.full and last and (checkpoint.position < ctx.batch.start or not same_leader(checkpoint, ctx.batch)):
+        # every table is now copied: the stream goes on from where the copy was planned (on a
+        # new leader, whatever the old checkpoint said: its positions are another server's)
+        done = Checkpoint(ctx.batch.pipeline, ctx.batch.start, None, ctx.batch.batch_id,
+                          gtid_set=ctx.batch.start_gtid_set, leader_id=ctx.batch.leader_id)
     columns = ctx.follower.prepare_snapshot_table(segment)
     table = segment.as_table_changes()
     prepared, catch_up = [], None
@@ -317,7 +319,8 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> M
             summary.segments_applied += 1
         if checkpoint.position < batch.end and not batch.is_snapshot:
             # the batch ends with transactions that touched no captured table
-            done = Checkpoint(batch.pipeline, batch.end, batch.end_gtid, batch.batch_id)
+            done = Checkpoint(batch.pipeline, batch.end, batch.end_gtid, batch.batch_id,
+                              gtid_set=batch.end_gtid_set, leader_id=batch.leader_id)
             follower.advance(checkpoint, done)
             checkpoint = done
     summary.checkpoint = str(checkpoint.position)
