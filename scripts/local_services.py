@@ -539,9 +539,17 @@ class MariaDBServer:
             raise RuntimeError(f"{self.name} did not reach {gtid} within {timeout} s: "
                                f"{self.scalar('SELECT @@GLOBAL.gtid_slave_pos')}")
 
+    def pause_replication(self) -> None:
+        self.run_sql(["STOP SLAVE"])
+
     def promote(self) -> None:
         """Stop replicating: this server is a leader now (a failover)."""
         self.run_sql(["STOP SLAVE", "RESET SLAVE ALL"])
+
+    @property
+    def server_identity(self) -> str:
+        """How capture names this server in checkpoints (MariaDB: its server_id)."""
+        return str(self.scalar("SELECT @@GLOBAL.server_id"))
 
     def connect(
         self,
@@ -672,6 +680,36 @@ class MySQLServer(MariaDBServer):
         else:
             args += ["--skip-log-bin"]
         return args + list(self.extra_args)
+
+    # -- replication (MySQL GTID auto-positioning; a replica logs what it applies by default) --
+
+    def replicate_from(self, source: "MariaDBServer") -> None:
+        """Become a GTID replica of ``source`` from its current GTIDs (tests before may have
+        purged its first binlogs): what it executed so far counts as purged here."""
+        gtids = str(source.scalar("SELECT @@GLOBAL.gtid_executed")).replace("\n", "")
+        self.run_sql([
+            "STOP REPLICA", "RESET REPLICA ALL", "RESET BINARY LOGS AND GTIDS", f"SET GLOBAL gtid_purged = '{gtids}'",
+            f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='{source.host}', SOURCE_PORT={source.port}, "
+            f"SOURCE_USER='{source.root_user}', SOURCE_PASSWORD='{source.root_password}', SOURCE_AUTO_POSITION=1, "
+            "GET_SOURCE_PUBLIC_KEY=1",
+            "START REPLICA",
+        ])
+
+    def wait_for(self, source: "MariaDBServer", timeout: float = 60.0) -> None:
+        gtids = str(source.scalar("SELECT @@GLOBAL.gtid_executed")).replace("\n", "")
+        if self.scalar(f"SELECT WAIT_FOR_EXECUTED_GTID_SET('{gtids}', {int(timeout)})") != 0:
+            raise RuntimeError(f"{self.name} did not execute {gtids} within {timeout} s")
+
+    def pause_replication(self) -> None:
+        self.run_sql(["STOP REPLICA"])
+
+    def promote(self) -> None:
+        self.run_sql(["STOP REPLICA", "RESET REPLICA ALL"])
+
+    @property
+    def server_identity(self) -> str:
+        """MySQL: its server_uuid."""
+        return str(self.scalar("SELECT @@GLOBAL.server_uuid"))
 
     def _install_db(self) -> None:
         self.datadir.mkdir(parents=True)

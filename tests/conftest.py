@@ -120,6 +120,27 @@ def mysql_follower_user(mysql_follower: MySQLServer) -> dict:
 
 
 @pytest.fixture
+def make_replica(request: pytest.FixtureRequest, services_dir: Path):
+    """make_replica(source) -> a fresh GTID replica of ``source`` (a MariaDBServer or a
+    MySQLServer, the replica of the same kind) with its own binlog, 'replica-bin.NNNNNN', so its
+    positions are plainly not the source's; stopped at the end of the test."""
+
+    def make(source: MariaDBServer) -> MariaDBServer:
+        name = f"replica-{uuid.uuid4().hex[:6]}"
+        kind = MySQLServer if isinstance(source, MySQLServer) else MariaDBServer
+        extra = (f"--log-bin={services_dir / name / 'data'}/replica-bin",)
+        if kind is MariaDBServer:
+            extra += ("--log-slave-updates=ON",)  # MySQL logs what it applies by default
+        server = kind(services_dir, name, server_id=3, binlog=True, die_with_parent=True, extra_args=extra)
+        request.addfinalizer(server.stop)
+        server.start()
+        server.replicate_from(source)
+        return server
+
+    return make
+
+
+@pytest.fixture
 def unique_name() -> str:
     """Short unique lowercase identifier, valid as a MySQL database name and S3 bucket
     name component (starts with a letter, [a-z0-9_] only)."""

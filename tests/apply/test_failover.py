@@ -1,5 +1,5 @@
-"""Following a failover, against real servers: a MariaDB GTID replica (its own binlog, named
-differently, at other offsets) is promoted; the checkpoint taken on the old leader is placed on
+"""Following a failover, against real servers: a GTID replica (MariaDB, and MySQL with
+auto-positioning; its own binlog, named differently, at other offsets) is promoted; the checkpoint taken on the old leader is placed on
 the replica's binlog by its GTID set, and the stream goes on from there with nothing lost and
 nothing applied twice. When the replica lacks what the follower has, the run stops naming the
 recovery, and the recovery (a copy of every table from the new leader) is run and checked."""
@@ -7,11 +7,9 @@ recovery, and the recovery (a copy of every table from the new leader) is run an
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 import pytest
 
-from local_services import MariaDBServer
 from merge_helpers import assert_same_database, leader_position
 from mysql_cdc.capture.failover import FailoverError, find_position
 from mysql_cdc.capture.leader import Leader
@@ -20,17 +18,14 @@ from mysql_cdc.settings import MySQLSettings
 from mysql_cdc.spark.merge import run_merge
 
 
+@pytest.fixture(params=["mariadb", "mysql"])
+def flavor(request):
+    return request.param
+
+
 @pytest.fixture
-def replica(request, services_dir, leader):
-    """A fresh GTID replica of the session's leader, with its own binlog ('replica-bin')."""
-    name = f"replica-{uuid.uuid4().hex[:6]}"
-    server = MariaDBServer(services_dir, name, server_id=3, binlog=True, die_with_parent=True,
-                           extra_args=(f"--log-bin={services_dir / name / 'data'}/replica-bin",
-                                       "--log-slave-updates=ON"))
-    request.addfinalizer(server.stop)
-    server.start()
-    server.replicate_from(leader)
-    return server
+def replica(request, make_replica, flavor):
+    return make_replica(request.getfixturevalue("leader" if flavor == "mariadb" else "mysql_leader"))
 
 
 def fail_over(pipeline, replica):
@@ -53,14 +48,16 @@ def follow(pipeline):
     return position, recopy
 
 
-def test_the_stream_follows_a_promoted_replica(make_pipeline, leader, replica, spark):
-    pipeline = make_pipeline()
-    db = pipeline.database
+def test_the_stream_follows_a_promoted_replica(make_pipeline, flavor, replica, spark):
+    pipeline = make_pipeline(flavor=flavor)
+    leader, db = pipeline.leader, pipeline.database
     first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}", "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
                               "INSERT INTO t VALUES (1, 1), (2, 2), (3, 3)"])
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
     checkpoint = pipeline.checkpoint()
-    assert checkpoint.leader_id == "1" and checkpoint.gtid_set  # the leader's server_id and its GTIDs
+    assert checkpoint.leader_id == leader.server_identity and checkpoint.gtid_set
+    assert checkpoint.gtid_set == str(leader.scalar("SELECT @@GLOBAL.gtid_binlog_pos" if flavor == "mariadb" else
+                                                     "SELECT @@GLOBAL.gtid_executed")).replace("\n", "")
     # the old leader goes on; the replica gets it all; the old leader fails before the pipeline reads it
     leader.run_sql([f"USE {db}", "UPDATE t SET v = 20 WHERE id = 2", "DELETE FROM t WHERE id = 3",
                     "ALTER TABLE t ADD COLUMN w INT DEFAULT 0", "INSERT INTO t VALUES (4, 4, 4)"])
@@ -70,27 +67,27 @@ def test_the_stream_follows_a_promoted_replica(make_pipeline, leader, replica, s
 
     position, recopy = follow(pipeline)
     assert position.file.startswith("replica-bin.") and recopy == []
-    assert pipeline.checkpoint().position == position and pipeline.checkpoint().leader_id == str(replica.server_id)
+    assert pipeline.checkpoint().position == position and pipeline.checkpoint().leader_id == replica.server_identity
     stream = pipeline.extract(position, leader_position(pipeline.leader_settings))
     # everything after the checkpoint, the old leader's last changes (via the replica) included
     assert stream.row_count == 5 and any(s.kind == "ddl" for s in stream.segments)
     run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)
     assert_same_database(replica, pipeline.follower, db)
-    assert pipeline.checkpoint().leader_id == str(replica.server_id)
+    assert pipeline.checkpoint().leader_id == replica.server_identity
 
     # a batch read from the old leader can no longer be placed
-    with pytest.raises(OtherLeaderError, match="read from the leader '1'"):
+    with pytest.raises(OtherLeaderError, match=f"read from the leader '{leader.server_identity}'"):
         run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
 
 
 def test_a_replica_that_lacks_applied_transactions_is_refused_and_a_full_copy_recovers(
-        make_pipeline, leader, replica, spark):
-    pipeline = make_pipeline()
-    db = pipeline.database
+        make_pipeline, flavor, replica, spark):
+    pipeline = make_pipeline(flavor=flavor)
+    leader, db = pipeline.leader, pipeline.database
     first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}", "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
                               "INSERT INTO t VALUES (1, 1)"])
     replica.wait_for(leader)
-    replica.run_sql(["STOP SLAVE"])  # the replica falls behind ...
+    replica.pause_replication()  # the replica falls behind ...
     later = pipeline.capture([f"USE {db}", "INSERT INTO t VALUES (2, 2)"])
     for batch in (first, later):  # ... while the follower gets the old leader's last transaction
         run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
@@ -102,10 +99,10 @@ def test_a_replica_that_lacks_applied_transactions_is_refused_and_a_full_copy_re
 
     # the recovery it names: a copy of every table from the new leader
     copy = pipeline.snapshot(only=["*"])
-    assert all(s.full for s in copy.segments) and copy.leader_id == str(replica.server_id)
+    assert all(s.full for s in copy.segments) and copy.leader_id == replica.server_identity
     run_merge(spark, pipeline.manifest_uri(copy), pipeline.secrets)
     checkpoint = pipeline.checkpoint()
-    assert (checkpoint.position, checkpoint.leader_id) == (copy.start, str(replica.server_id))
+    assert (checkpoint.position, checkpoint.leader_id) == (copy.start, replica.server_identity)
     assert_same_database(replica, pipeline.follower, db)
     replica.run_sql([f"USE {db}", "INSERT INTO t VALUES (3, 3)"])
     stream = pipeline.extract(copy.start, leader_position(pipeline.leader_settings))
