@@ -6,7 +6,9 @@ copies everything again instead of failing. After every run the follower equals 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -73,3 +75,26 @@ def test_snapshot_stream_resnapshot_and_purged_binlog(dag_runner, history, leade
     assert_same_database(leader, follower, db)
     idle = dag_runner.run(PIPELINE)
     assert idle.tasks["wait_for_changes"] == SKIPPED, idle.log_file
+
+
+def test_a_purged_checkpoint_fails_naming_the_conf_that_recovers_it(dag_runner, history, leader, follower):
+    """on_purged: fail (the default). The run fails; its message names a conf; that conf, copied
+    from the message as a user would, recovers the pipeline with the follower equal to the leader."""
+    db = history
+    path = Path(os.environ["CDC_PIPELINES_FILE"])
+    config = yaml.safe_load(path.read_text())
+    config["pipelines"][0]["on_purged"] = "fail"
+    path.write_text(yaml.safe_dump(config))
+    assert dag_runner.run(PIPELINE).tasks["merge_batch"] in (SUCCESS, SKIPPED)  # caught up first
+    leader.run_sql([f"UPDATE {db}.customers SET name = 'lost' WHERE id = 2"])
+    leader.purge_binary_logs()
+
+    failed = dag_runner.run(PIPELINE)
+    assert failed.tasks["extract_batch"] == "failed", failed.log_file
+    named = re.search(r"trigger the pipeline's DAG with conf (\{.*?\]\})", failed.log)
+    assert named, failed.log_file
+    recovered = dag_runner.run(PIPELINE, conf=json.loads(named.group(1)))
+    assert recovered.tasks == ALL_SUCCESS, recovered.log_file
+    assert_same_database(leader, follower, db)
+    after = dag_runner.run(PIPELINE)  # and it streams again
+    assert after.tasks["wait_for_changes"] == SKIPPED, after.log_file
