@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bench_extract.py [--rows 200000] [--repeat 3]
 
-Prints extract rows/s (binlog -> Parquet batch in file:// storage) next to:
+Prints extract rows/s (binlog -> Parquet batch in file:// storage), also read in two parts at once
+(the range spans a binlog file per 50k inserts), next to:
   - raw mysql-replication decode of the same range with no output (the library's own cost),
   - `mariadb-binlog --base64-output=decode-rows -v` of the same range (the C decoder).
 Ratios measured in the same run are the headline: absolute numbers move with machine load.
@@ -30,8 +31,8 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from mysql_cdc.capture.extract import extract_range  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import PositionRange  # noqa: E402
-from mysql_cdc.settings import MySQLSettings  # noqa: E402
-from mysql_cdc.storage import open_store  # noqa: E402
+from mysql_cdc.settings import ExtractOptions, MySQLSettings  # noqa: E402
+from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
 
 def generate(server: MariaDBServer, rows: int, table: str = "orders") -> None:
@@ -51,6 +52,7 @@ def generate(server: MariaDBServer, rows: int, table: str = "orders") -> None:
                 f"INSERT INTO bench.{table} SELECT seq, seq % 1000, seq / 7, ELT(1 + seq % 3, 'new', 'paid', 'sent'), "
                 f"CONCAT('note ', seq), '2024-01-01 00:00:00' + INTERVAL seq SECOND FROM bench.seq_{lo}_to_{hi}"
             )
+            cur.execute("FLUSH BINARY LOGS")  # a binlog file per step: a range a parallel extract can cut
         updates = int(rows * 0.15)
         cur.execute(f"UPDATE bench.{table} SET status = 'done', amount = amount + 1 WHERE id <= {updates}")
         deletes = rows - inserts - updates
@@ -143,13 +145,18 @@ def main() -> None:
             with Leader(settings) as leader:
                 end = leader.current_position()
             range_ = PositionRange(start, end)
-            results = {"extract": [], "raw": [], "mariadb_binlog": []}
+            results = {"extract": [], "extract_parallel": [], "raw": [], "mariadb_binlog": []}
             counts = {}
             for i in range(args.repeat):
                 store = open_store(f"file://{tmp}/store{i}")
                 secs, batch = timed(lambda: extract_range(settings, store, "bench", range_))
                 results["extract"].append(batch.row_count / secs)
                 counts["extract"] = batch.row_count
+                spec = StorageSpec(f"file://{tmp}/parallel{i}")
+                secs, batch = timed(lambda: extract_range(settings, spec.open(), "bench", range_, storage=spec,
+                                                          options=ExtractOptions(workers=2)))
+                results["extract_parallel"].append(batch.row_count / secs)
+                counts["extract_parallel"] = batch.row_count
                 secs, n = timed(lambda: raw_decode(settings, range_))
                 results["raw"].append(n / secs)
                 counts["raw"] = n
@@ -162,18 +169,21 @@ def main() -> None:
             server.stop()
 
     med = {k: statistics.median(v) for k, v in results.items()}
-    assert counts["extract"] == counts["raw"] == counts["mariadb_binlog"], counts
+    assert counts["extract"] == counts["extract_parallel"] == counts["raw"] == counts["mariadb_binlog"], counts
     report = {
         "changed_rows": counts["extract"],
         "extract_rows_per_s": round(med["extract"]),
         "raw_decode_rows_per_s": round(med["raw"]),
         "mariadb_binlog_rows_per_s": round(med["mariadb_binlog"]),
         "extract_vs_raw_decode": round(med["extract"] / med["raw"], 3),
+        "extract_parallel_rows_per_s": round(med["extract_parallel"]),
+        "extract_parallel_speedup": round(med["extract_parallel"] / med["extract"], 3),
     }
     if args.rss:
         report.update(rss)
     print(f"{'figure':40} {'rows/s':>12}")
     print(f"{'extract (binlog -> Parquet batch)':40} {report['extract_rows_per_s']:>12,}")
+    print(f"{'extract, 2 parts at once':40} {report['extract_parallel_rows_per_s']:>12,}")
     print(f"{'raw mysql-replication decode':40} {report['raw_decode_rows_per_s']:>12,}")
     print(f"{'mariadb-binlog -v decode-rows':40} {report['mariadb_binlog_rows_per_s']:>12,}")
     print(f"extract / raw decode = {report['extract_vs_raw_decode']}  (median of {args.repeat}, {counts['extract']:,} rows)")

@@ -77,6 +77,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             start_position=config.start_position,
             on_purged=config.on_purged,
             snapshot_options=config.snapshot,
+            extract_options=config.extract,
             **retry_args,
         )
         merge = CdcMergeOperator(

@@ -14,6 +14,7 @@ pipelines:
     start_position: snapshot        # snapshot | current | earliest | FILE:POS (first run only)
     on_purged: fail                 # fail | snapshot: what a run does when its binlog was purged
     snapshot: {split_rows: 500000, workers: 2}  # chunk size and parallel copies of a snapshot
+    extract: {workers: 2}           # binlog files of a long range read at once
 ```
 
 Optional tuning fields: ``wait_timeout`` (seconds the sensor waits for the leader to move before the
@@ -37,13 +38,13 @@ import os
 import re
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
 from .capture.filters import TableFilter
 from .contracts import BinlogPosition, InvalidPosition
-from .settings import SnapshotOptions
+from .settings import ExtractOptions, SnapshotOptions
 from .storage import normalize_uri, uri_scheme
 
 PIPELINES_FILE_ENV = "CDC_PIPELINES_FILE"
@@ -83,6 +84,7 @@ class PipelineConfig:
     retry_delay: float = 30.0
     spark_conf: tuple[tuple[str, str], ...] = ()  # Spark properties of the merge job's submit
     snapshot: SnapshotOptions = SnapshotOptions()
+    extract: ExtractOptions = ExtractOptions()
 
     @property
     def table_filter(self) -> TableFilter:
@@ -151,14 +153,18 @@ def _spark_conf(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()))
 
 
-def _snapshot(value: Any) -> SnapshotOptions:
-    known = [f.name for f in fields(SnapshotOptions)]
-    if not isinstance(value, dict):
-        raise ValueError(f"must be a mapping with {known}, got {value!r}")
-    unknown = sorted(set(value) - set(known))
-    if unknown:
-        raise ValueError(f"unknown key(s) {unknown}; known keys are {known}")
-    return SnapshotOptions(**value)
+def _options(kind: type) -> Callable[[Any], Any]:
+    """A check for a section of options (``snapshot``, ``extract``): a mapping of its known keys."""
+    def check(value: Any) -> Any:
+        known = [f.name for f in fields(kind)]
+        if not isinstance(value, dict):
+            raise ValueError(f"must be a mapping with {known}, got {value!r}")
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown}; known keys are {known}")
+        return kind(**value)
+
+    return check
 
 
 def _start_position(value: Any) -> str:
@@ -213,7 +219,8 @@ _CHECKS = {
     "retries": _count,
     "retry_delay": _non_negative_seconds,
     "spark_conf": _spark_conf,
-    "snapshot": _snapshot,
+    "snapshot": _options(SnapshotOptions),
+    "extract": _options(ExtractOptions),
 }
 
 

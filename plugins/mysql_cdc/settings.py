@@ -55,6 +55,17 @@ class SnapshotOptions:
                 raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
 
 
+@dataclass(frozen=True)
+class ExtractOptions:
+    """How a long range is read (the pipelines file's ``extract`` section)."""
+
+    workers: int = 2  # binlog files of a range read at once, each part by its own reader process
+
+    def __post_init__(self) -> None:
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"workers: must be a whole number >= 1, got {self.workers!r}")
+
+
 class SecretsError(ValueError):
     pass
 

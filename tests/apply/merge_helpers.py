@@ -17,7 +17,7 @@ from mysql_cdc.capture.extract import extract_range
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.capture.snapshot_copy import snapshot_tables
-from mysql_cdc.settings import SnapshotOptions
+from mysql_cdc.settings import ExtractOptions, SnapshotOptions
 from mysql_cdc.contracts import (
     MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange, ensure_checkpoint_table,
     read_checkpoint, read_table_positions, start_snapshot, write_checkpoint,
@@ -98,9 +98,12 @@ class Pipeline:
         finally:
             conn.close()
 
-    def extract(self, start: BinlogPosition, end: BinlogPosition) -> ChangeBatch:
+    def extract(self, start: BinlogPosition, end: BinlogPosition, options: ExtractOptions | None = None) -> ChangeBatch:
+        """The range's batch, read by one reader (or in parts, as the extract task reads a long
+        range, given ``options``)."""
+        parallel = {"storage": self.storage, "options": options} if options else {}
         batch = extract_range(self.leader_settings, self.store, self.name, PositionRange(start, end),
-                              TableFilter((f"{self.database}.*",)), positions=self.table_positions())
+                              TableFilter((f"{self.database}.*",)), positions=self.table_positions(), **parallel)
         assert batch is not None, f"the workload wrote nothing to the binlog in [{start}, {end})"
         self.position = max(self.position, end)
         self.batches.append(batch)

@@ -41,9 +41,12 @@ class _OpenRowSegment:
 class BatchWriter:
     def __init__(self, store: ObjectStore, pipeline: str, range_: PositionRange,
                  limits: WriterLimits = WriterLimits(), server_flavor: str = "mariadb", prefix: str | None = None,
-                 leader_id: str | None = None):
+                 leader_id: str | None = None, manifest_name: str = MANIFEST_NAME):
         self.store = store
         self.leader_id = leader_id
+        # another name for what is part of a batch, not one (a part of a parallel extraction, a
+        # snapshot's catch-up changes): only manifest.json makes a batch
+        self.manifest_name = manifest_name
         self.pipeline = pipeline
         self.range = range_
         self.limits = limits
@@ -63,7 +66,7 @@ class BatchWriter:
         self.close()
 
     def begin(self) -> None:
-        self.store.delete_prefix(f"{self.prefix}/{MANIFEST_NAME}")
+        self.store.delete_prefix(f"{self.prefix}/{self.manifest_name}")
         self.store.delete_prefix(self.prefix)
         self.tmp_dir = local_temp_dir()
 
@@ -128,5 +131,5 @@ class BatchWriter:
             server_flavor=self.server_flavor,
             row_count=sum(getattr(s, "row_count", 0) for s in self.segments),
         )
-        self.store.put_bytes(f"{self.prefix}/{MANIFEST_NAME}", batch.to_json().encode())
+        self.store.put_bytes(f"{self.prefix}/{self.manifest_name}", batch.to_json().encode())
         return batch

@@ -17,10 +17,12 @@ compressed event (MariaDB ``log_bin_compress``, MySQL ``binlog_transaction_compr
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import random
 import re
-from dataclasses import dataclass
-from typing import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Iterator, Sequence
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -37,9 +39,11 @@ from pymysqlreplication.row_event import (
     DeleteRowsEvent, PartialUpdateRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent,
 )
 
-from ..contracts import BinlogPosition, ChangeBatch, PositionRange, TablePositions
+from ..contracts import (
+    MANIFEST_NAME, BinlogPosition, ChangeBatch, PositionRange, RowSegment, TablePositions, batch_id_for, batch_prefix,
+)
 from ..contracts import change_row as cr
-from ..storage import ObjectStore
+from ..storage import ObjectStore, StorageSpec
 from .batch_writer import BatchWriter
 from .compressed import (
     CHECKSUM_SIZE, HEADER_SIZE, MARIADB_COMPRESSED, MYSQL_TRANSACTION_PAYLOAD, EventInflater, raw_event,
@@ -52,8 +56,8 @@ from .events import (
 from .rows import JSON_NULL, JSON_NULL_SOURCE, event_rows
 from .ddl import ParsedStatement, UnparseableDdl, parse_statement
 from .filters import TableFilter
-from ..settings import MySQLSettings
-from .leader import Leader, PreflightError
+from ..settings import ExtractOptions, MySQLSettings
+from .leader import BinlogFile, Leader, PreflightError
 from .types import column_type
 from .writer import TableChangeWriter, TableSpec, WriterLimits
 
@@ -498,28 +502,35 @@ class BinlogReader:
             yield event
 
 
-def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, range_: PositionRange,
-                  table_filter: TableFilter = TableFilter(), limits: WriterLimits = WriterLimits(),
-                  start_gtid: str | None = None, positions: TablePositions = TablePositions(),
-                  prefix: str | None = None, start_gtid_set: str | None = None,
-                  track_gtids: bool = True) -> ChangeBatch | None:
-    """Write the batch for ``range_`` (manifest last) and return it; None for an empty range.
-    ``prefix``: where to write it, when not among the pipeline's batches. ``start_gtid_set``:
-    the leader's executed GTID set at the range's start when the caller knows it (a checkpoint
-    carries it), else the leader is asked; ``track_gtids`` False leaves the batch without sets
-    (a snapshot's catch-up changes, which never become a checkpoint)."""
-    with Leader(settings) as leader:
-        leader.check_settings()
-        leader.check_range(range_)
-        flavor, leader_id = leader.flavor, leader.leader_id
-        if start_gtid_set is None and track_gtids and not range_.empty:
-            start_gtid_set = leader.gtid_set_at(range_.start)
-    if range_.empty:
-        return None
-    with BatchWriter(store, pipeline, range_, limits, flavor, prefix, leader_id) as writer, \
-            BinlogReader(settings, range_.start) as reader:
-        builder = BatchBuilder(writer, table_filter, start_gtid, reader.inflater, positions,
-                               start_gtid_set if track_gtids else None)
+PART_MANIFEST = "part.json"
+
+
+@dataclass(frozen=True)
+class RangeRead:
+    """One reader's share of a range: plain values, so a worker process can take it."""
+
+    settings: MySQLSettings
+    pipeline: str
+    range: PositionRange
+    table_filter: TableFilter
+    limits: WriterLimits
+    positions: TablePositions
+    flavor: str
+    leader_id: str
+    prefix: str | None
+    manifest_name: str
+    start_gtid: str | None
+    start_gtid_set: str | None
+    storage: StorageSpec | None = None  # how a worker process opens the store
+
+
+def read_range(read: RangeRead, store: ObjectStore | None = None) -> ChangeBatch:
+    """Read ``read.range`` with one binlog reader into a batch (or a part of one)."""
+    store = store or read.storage.open()
+    with BatchWriter(store, read.pipeline, read.range, read.limits, read.flavor, read.prefix, read.leader_id,
+                     read.manifest_name) as writer, BinlogReader(read.settings, read.range.start) as reader:
+        builder = BatchBuilder(writer, read.table_filter, read.start_gtid, reader.inflater, read.positions,
+                               read.start_gtid_set)
         try:
             for event in reader:
                 builder.handle(event)
@@ -527,10 +538,103 @@ def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, ra
                     break
             else:
                 raise CaptureError(
-                    f"the leader's binlog ended at {builder.position} before the range end {range_.end}"
+                    f"the leader's binlog ended at {builder.position} before the range end {read.range.end}"
                 )
         except _StopReading:
             pass
-        batch = builder.finish()
-    log.info("extracted %s %s: %d segments, %d rows", pipeline, range_, len(batch.segments), batch.row_count)
+        return builder.finish()
+
+
+def split_range(range_: PositionRange, files: Sequence[BinlogFile], parts: int) -> list[PositionRange]:
+    """The range cut at binlog file starts (transaction boundaries every server knows without
+    reading a byte) into at most ``parts`` pieces of about equal size."""
+    inside = [f for f in files if range_.start < BinlogPosition(f.name, 4) < range_.end]
+    if parts <= 1 or not inside:
+        return [range_]
+    names = [f.name for f in files]
+    sizes = {f.name: f.size for f in files}
+    first = range_.start.file
+    spans = [(first, max(sizes.get(first, 0) - range_.start.offset, 0))]
+    spans += [(f.name, f.size if f.name != range_.end.file else range_.end.offset) for f in inside]
+    total = sum(size for _, size in spans) or 1
+    cuts, running = [], 0
+    for name, size in spans[:-1]:
+        running += size
+        following = names[names.index(name) + 1]
+        if running >= total * (len(cuts) + 1) / parts and len(cuts) < parts - 1:
+            cuts.append(BinlogPosition(following, 4))
+    edges = [range_.start, *cuts, range_.end]
+    return [PositionRange(a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _combine(reads: Sequence[RangeRead], parts: Sequence[ChangeBatch], range_: PositionRange, pipeline: str,
+             store: ObjectStore, prefix: str) -> ChangeBatch:
+    """One batch of the parts, their segments in binlog order; its manifest is written last."""
+    segments: list = []
+    for read, part in zip(reads, parts):
+        rel = read.prefix[len(prefix) + 1:]
+        for segment in part.segments:
+            segment = replace(segment, index=len(segments))
+            if isinstance(segment, RowSegment):
+                segment = replace(segment, tables=tuple(
+                    replace(t, files=tuple(f"{rel}/{f}" for f in t.files)) for t in segment.tables))
+            segments.append(segment)
+    last_gtids = [p.end_gtid for p in parts if p.end_gtid] or [reads[0].start_gtid]
+    batch = ChangeBatch(
+        pipeline=pipeline, batch_id=batch_id_for(range_), start=range_.start, end=range_.end,
+        segments=tuple(segments), start_gtid=reads[0].start_gtid, end_gtid=last_gtids[-1],
+        start_gtid_set=parts[0].start_gtid_set, end_gtid_set=parts[-1].end_gtid_set, leader_id=parts[0].leader_id,
+        server_flavor=parts[0].server_flavor, row_count=sum(p.row_count for p in parts),
+    )
+    store.put_bytes(f"{prefix}/{MANIFEST_NAME}", batch.to_json().encode())
+    return batch
+
+
+def _read_parts(reads: list[RangeRead]) -> list[ChangeBatch]:
+    # spawn, not fork: the extract task's process has threads (Airflow's, boto3's)
+    with ProcessPoolExecutor(max_workers=len(reads), mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(read_range, reads))
+
+
+def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, range_: PositionRange,
+                  table_filter: TableFilter = TableFilter(), limits: WriterLimits = WriterLimits(),
+                  start_gtid: str | None = None, positions: TablePositions = TablePositions(),
+                  prefix: str | None = None, start_gtid_set: str | None = None,
+                  track_gtids: bool = True, manifest_name: str = MANIFEST_NAME,
+                  storage: StorageSpec | None = None, options: ExtractOptions = ExtractOptions()) -> ChangeBatch | None:
+    """Write the batch for ``range_`` (manifest last) and return it; None for an empty range.
+
+    ``prefix``: where to write it, when not among the pipeline's batches (``manifest_name``: what
+    marks it written). ``start_gtid_set``: the leader's executed GTID set at the range's start when
+    the caller knows it (a checkpoint carries it), else the leader is asked; ``track_gtids`` False
+    leaves the batch without sets (a snapshot's catch-up changes, which never become a checkpoint).
+
+    A range over several binlog files, given ``storage`` (what a worker process opens), is read
+    in ``options.workers`` parts at once, cut at file starts, each by its own reader (its own
+    server_id) in its own process, into ``part-NNN/``; the batch's manifest lists their segments
+    in binlog order, so the merge applies it as if one reader had read it."""
+    with Leader(settings) as leader:
+        leader.check_settings()
+        leader.check_range(range_)
+        if range_.empty:
+            return None
+        flavor, leader_id = leader.flavor, leader.leader_id
+        pieces = split_range(range_, leader.binlog_files(), options.workers if storage is not None else 1)
+        sets = [start_gtid_set if i == 0 and start_gtid_set is not None else leader.gtid_set_at(piece.start)
+                for i, piece in enumerate(pieces)] if track_gtids else [None] * len(pieces)
+    batch_prefix_ = prefix or batch_prefix(pipeline, batch_id_for(range_))
+    if len(pieces) == 1:
+        read = RangeRead(settings, pipeline, range_, table_filter, limits, positions, flavor, leader_id, prefix,
+                         manifest_name, start_gtid, sets[0])
+        batch = read_range(read, store)
+    else:
+        store.delete_prefix(f"{batch_prefix_}/{manifest_name}")
+        store.delete_prefix(f"{batch_prefix_}/")
+        reads = [RangeRead(settings, pipeline, piece, table_filter, limits, positions, flavor, leader_id,
+                           f"{batch_prefix_}/part-{i:03d}", PART_MANIFEST, start_gtid if i == 0 else None, sets[i],
+                           storage)
+                 for i, piece in enumerate(pieces)]
+        batch = _combine(reads, _read_parts(reads), range_, pipeline, store, batch_prefix_)
+    log.info("extracted %s %s: %d segments, %d rows (%d part%s)", pipeline, range_, len(batch.segments),
+             batch.row_count, len(pieces), "" if len(pieces) == 1 else "s")
     return batch

@@ -151,14 +151,15 @@ class Leader:
             return found
         executed = parse_gtid_set("mysql", "")
         for at, event_type, _, info in self.binlog_events(position.file):
+            if event_type == "Previous_gtids":  # the file's first events: what came before it
+                executed = parse_gtid_set("mysql", info.replace("\n", ""))
+                continue
+            gtid = event_gtid(info)
+            if gtid is None:
+                continue
             if at >= position.offset:
                 break
-            if event_type == "Previous_gtids":
-                executed = parse_gtid_set("mysql", info)
-            else:
-                gtid = event_gtid(info)
-                if gtid is not None:
-                    executed.add(gtid)
+            executed.add(gtid)
         return str(executed)
 
     def _rows_args(self, sql: str, args: tuple) -> list[tuple]:

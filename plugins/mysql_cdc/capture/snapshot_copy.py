@@ -62,7 +62,7 @@ from ..contracts import (
 from ..faults import crash_point
 from ..settings import MySQLSettings, SnapshotOptions
 from ..storage import ObjectStore, StorageSpec, local_temp_dir
-from .extract import extract_range
+from .extract import PART_MANIFEST, extract_range
 from .filters import TableFilter
 from .leader import Leader
 from .snapshot import LeaderSnapshot, SnapshotError, SnapshotTableWriter, quote_name
@@ -414,7 +414,7 @@ class _Copy:
         batch = extract_range(
             self.settings, self.store, self.pipeline, PositionRange(first, last),
             TableFilter((glob.escape(table.qualified_name),)), self.limits, prefix=f"{plan.prefix}/{rel}",
-            track_gtids=False,
+            track_gtids=False, manifest_name=PART_MANIFEST,
         )
         if batch is None:
             return None

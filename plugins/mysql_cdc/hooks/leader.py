@@ -10,7 +10,7 @@ from ..capture.failover import find_position
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader, PreflightError
 from ..capture.snapshot_copy import snapshot_tables
-from ..settings import SnapshotOptions
+from ..settings import ExtractOptions, SnapshotOptions
 from ..contracts import BinlogPosition, ChangeBatch, PositionRange, TablePositions
 from ..storage import ObjectStore, StorageSpec
 from .connections import MySQLConnectionHook
@@ -83,11 +83,12 @@ class LeaderHook(MySQLConnectionHook):
             files = leader.binlog_files()
         return not files or position < BinlogPosition(files[0].name, 4) or position.file not in {f.name for f in files}
 
-    def extract(self, store: ObjectStore, pipeline: str, range_: PositionRange, table_filter: TableFilter,
-                start_gtid: str | None = None, positions: TablePositions = TablePositions(),
-                start_gtid_set: str | None = None) -> ChangeBatch | None:
+    def extract(self, storage: StorageSpec, store: ObjectStore, pipeline: str, range_: PositionRange,
+                table_filter: TableFilter, start_gtid: str | None = None, positions: TablePositions = TablePositions(),
+                start_gtid_set: str | None = None, options: ExtractOptions = ExtractOptions()) -> ChangeBatch | None:
         """Write the change batch of ``range_`` (manifest last); None when the range is empty.
         ``positions``: tables copied by a snapshot, whose events before their copy are skipped;
-        ``start_gtid_set``: the executed GTID set at the range's start, when known."""
+        ``start_gtid_set``: the executed GTID set at the range's start, when known; ``storage``:
+        for the reader processes of a long range, which open their own ``store``."""
         return extract_range(self.settings, store, pipeline, range_, table_filter, start_gtid=start_gtid,
-                             positions=positions, start_gtid_set=start_gtid_set)
+                             positions=positions, start_gtid_set=start_gtid_set, storage=storage, options=options)

@@ -15,7 +15,7 @@ from airflow.sdk import BaseHook
 
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
-from ..settings import SnapshotOptions
+from ..settings import ExtractOptions, SnapshotOptions
 from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, PositionRange, already_applied
 from ..settings import MySQLSettings
 from .follower import FollowerHook, checkpoint_of, table_positions_of
@@ -101,6 +101,7 @@ class CdcPipelineHook(BaseHook):
         start_position: str = "snapshot",
         on_purged: str = "fail",
         snapshot_options: SnapshotOptions = SnapshotOptions(),
+        extract_options: ExtractOptions = ExtractOptions(),
     ):
         super().__init__()
         self.pipeline = pipeline
@@ -112,6 +113,7 @@ class CdcPipelineHook(BaseHook):
         self.start_position = start_position
         self.on_purged = on_purged
         self.snapshot_options = snapshot_options
+        self.extract_options = extract_options
 
     @cached_property
     def leader(self) -> LeaderHook:
@@ -225,7 +227,7 @@ class CdcPipelineHook(BaseHook):
                 )
             range_, start_gtid = backfill, None
         self.log.info("pipeline %s: extracting %s", self.pipeline, range_)
-        batch = self.leader.extract(self.storage.store, self.pipeline, range_, self.table_filter, start_gtid,
-                                    positions, start_gtid_set)
+        batch = self.leader.extract(self.storage.spec(), self.storage.store, self.pipeline, range_, self.table_filter,
+                                    start_gtid, positions, start_gtid_set, self.extract_options)
         manifest_uri = self.storage.manifest_uri(batch) if batch is not None else None
         return ExtractResult(range=range_, batch=batch, manifest_uri=manifest_uri, backfill=backfill is not None)

@@ -16,7 +16,7 @@ from ..capture.snapshot import SnapshotError
 from ..contracts import ReplayError
 from ..hooks.pipeline import CdcPipelineHook
 from ..hooks.storage import BatchStorageHook
-from ..settings import SnapshotOptions
+from ..settings import ExtractOptions, SnapshotOptions
 from ..storage import batches_uri
 
 
@@ -42,7 +42,8 @@ class CdcExtractOperator(BaseOperator):
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  include: Sequence[str] = ("*.*",), exclude: Sequence[str] = (),
                  start_position: str = "snapshot", on_purged: str = "fail",
-                 snapshot_options: SnapshotOptions = SnapshotOptions(), **kwargs: Any):
+                 snapshot_options: SnapshotOptions = SnapshotOptions(),
+                 extract_options: ExtractOptions = ExtractOptions(), **kwargs: Any):
         kwargs.setdefault("outlets", [batches_asset(storage_uri, pipeline)])
         super().__init__(**kwargs)
         self.pipeline = pipeline
@@ -55,12 +56,14 @@ class CdcExtractOperator(BaseOperator):
         self.start_position = start_position
         self.on_purged = on_purged
         self.snapshot_options = snapshot_options
+        self.extract_options = extract_options
 
     @cached_property
     def hook(self) -> CdcPipelineHook:
         return CdcPipelineHook(
             self.pipeline, self.leader_conn_id, self.follower_conn_id, self.storage_uri, self.aws_conn_id,
             TableFilter(self.include, self.exclude), self.start_position, self.on_purged, self.snapshot_options,
+            self.extract_options,
         )
 
     def execute(self, context: Context) -> str:
