@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from mysql_cdc.pipeline_config import DEFAULT_SCHEDULE, PipelineConfigError, load_pipelines
-from mysql_cdc.settings import SnapshotOptions
+from mysql_cdc.settings import ExtractOptions, SnapshotOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = {
@@ -47,9 +47,11 @@ def test_every_field(tmp_path):
     entry = {**MINIMAL, "schedule": "@hourly", "aws_conn_id": None, "spark_conn_id": "spark_yarn",
              "include": ["shop.*", "crm.customers"], "exclude": ["shop.tmp_*"],
              "start_position": "binlog.000007:1146", "wait_timeout": 30, "poke_interval": 5,
-             "retries": 0, "retry_delay": 0, "snapshot": {"split_rows": 1000, "workers": 4}}
+             "retries": 0, "retry_delay": 0, "snapshot": {"split_rows": 1000, "workers": 4},
+             "extract": {"workers": 3}}
     (config,) = load_pipelines(write(tmp_path, entry))
     assert config.snapshot == SnapshotOptions(split_rows=1000, workers=4)
+    assert config.extract == ExtractOptions(workers=3)
     assert config.schedule == "@hourly" and config.aws_conn_id is None
     assert config.include == ("shop.*", "crm.customers") and config.exclude == ("shop.tmp_*",)
     assert config.start_position == "binlog.000007:1146"
@@ -88,6 +90,7 @@ def test_manual_only_schedule(tmp_path):
         ({"snapshot": {"chunk_rows": 5}}, "snapshot", "unknown key(s) ['chunk_rows']; known keys are ['split_rows'"),
         ({"snapshot": {"workers": 0}}, "snapshot", "workers: must be a whole number >= 1"),
         ({"snapshot": 4}, "snapshot", "must be a mapping with ['split_rows', 'workers']"),
+        ({"extract": {"workers": "2"}}, "extract", "workers: must be a whole number >= 1"),
     ],
 )
 def test_bad_field_is_named(tmp_path, change, field, words):

@@ -5,7 +5,8 @@ import io
 import boto3
 import pyarrow.parquet as pq
 
-from mysql_cdc.capture.extract import extract_range
+from mysql_cdc.capture.extract import extract_range, split_range
+from mysql_cdc.capture.leader import BinlogFile
 from mysql_cdc.capture.writer import WriterLimits
 from mysql_cdc.contracts import BinlogPosition, PositionRange, RowSegment
 from mysql_cdc.storage import list_batches, open_store, read_batch
@@ -148,3 +149,18 @@ def test_create_table_select_and_non_transactional_tables(leader, leader_setting
     assert [(s.kind, getattr(s, "action", None)) for s in resumed.segments] == [
         ("rows", None), ("ddl", "create_table"), ("rows", None)]
     assert resumed.segments[0].tables[0].row_count == 2
+
+
+def test_a_long_range_is_cut_at_file_starts_into_parts_of_about_equal_size():
+    files = [BinlogFile("b.000001", 1000), BinlogFile("b.000002", 4000), BinlogFile("b.000003", 1000),
+             BinlogFile("b.000004", 3000), BinlogFile("b.000005", 900)]
+    whole = PositionRange(BinlogPosition("b.000001", 500), BinlogPosition("b.000005", 700))
+    assert split_range(whole, files, 1) == [whole]
+    assert split_range(whole, files, 2) == [
+        PositionRange(whole.start, BinlogPosition("b.000003", 4)),  # 500 + 4000 bytes of 9200
+        PositionRange(BinlogPosition("b.000003", 4), whole.end),
+    ]
+    parts = split_range(whole, files, 8)  # never more parts than files, never an empty one
+    assert [p.start for p in parts[1:]] == [BinlogPosition(f"b.00000{i}", 4) for i in range(2, 6)]
+    inside_one_file = PositionRange(BinlogPosition("b.000002", 4), BinlogPosition("b.000002", 900))
+    assert split_range(inside_one_file, files, 4) == [inside_one_file]

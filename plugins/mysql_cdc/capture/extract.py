@@ -558,11 +558,12 @@ def split_range(range_: PositionRange, files: Sequence[BinlogFile], parts: int) 
     spans += [(f.name, f.size if f.name != range_.end.file else range_.end.offset) for f in inside]
     total = sum(size for _, size in spans) or 1
     cuts, running = [], 0
-    for name, size in spans[:-1]:
+    for (name, size), (_, following_size) in zip(spans[:-1], spans[1:]):
         running += size
-        following = names[names.index(name) + 1]
-        if running >= total * (len(cuts) + 1) / parts and len(cuts) < parts - 1:
-            cuts.append(BinlogPosition(following, 4))
+        target = total * (len(cuts) + 1) / parts
+        # cut here when it lands nearer the next share's end than cutting after the next file would
+        if len(cuts) < parts - 1 and abs(running - target) <= abs(running + following_size - target):
+            cuts.append(BinlogPosition(names[names.index(name) + 1], 4))
     edges = [range_.start, *cuts, range_.end]
     return [PositionRange(a, b) for a, b in zip(edges[:-1], edges[1:])]
 
