@@ -44,7 +44,8 @@ def test_kwargs_are_json_and_rebuild_the_trigger():
 
 def test_success_when_the_pipeline_has_no_checkpoint(conns, unique_name):
     event = first_event(make(unique_name, 5))
-    assert event == {"status": "success", "leader": str(conns[0].current_position()), "checkpoint": None}
+    assert event == {"status": "success", "leader": str(conns[0].current_position()), "checkpoint": None,
+                     "leader_changed": False}
 
 
 def test_success_when_the_leader_moves_during_the_wait(conns, unique_name, leader):
