@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 
-from demo_workload import seed_statements  # noqa: E402
+from demo_workload import a_change, seed_statements  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
@@ -99,7 +99,10 @@ def main() -> int:
         print(f"starting airflow standalone (log: {HOME / 'standalone.log'}) ...", flush=True)
         login = wait_for_login(proc)
         print(f"\nAirflow UI: http://localhost:{PORT}   login: {login}")
-        print("DAG mysql_cdc (unpaused, every 5 minutes; trigger it to run now). Ctrl-C stops everything.",
+        print("DAG mysql_cdc (unpaused, every 5 minutes; trigger it to run now). Ctrl-C stops everything.")
+        print("\nThe seed is applied by the first run. To watch a run carry a change of yours, make one on the "
+              "leader, then trigger mysql_cdc (or wait for its schedule):")
+        print(f"  mariadb -h 127.0.0.1 -P {leader.port} -u root -p{leader.root_password} -e \"{a_change()}\"",
               flush=True)
         return proc.wait()
     except KeyboardInterrupt:

@@ -38,3 +38,8 @@ def more_statements(db: str = "flvDb") -> list[str]:
         "INSERT INTO vet_visit VALUES (1,'Spot','2024-02-29 10:15:00.123456',120.50),(2,'Bowser','2024-03-01 09:00:00',80.00)",
         "UPDATE vet_visit SET id = 3, cost = 99.99 WHERE id = 2",  # a key change
     ]
+
+
+def a_change(db: str = "flvDb") -> str:
+    """One statement a user can run on the demo leader to watch a run carry it (make airflow prints it)."""
+    return f"INSERT INTO {db}.pet VALUES ('Rex', 'You', 'dog', 'm', '2026-11-23', NULL)"

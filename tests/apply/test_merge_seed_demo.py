@@ -1,7 +1,7 @@
 """The seed demo (flvDb.pet, a table without a key) end to end: real leader -> batch on the real
 S3 endpoint -> spark-submit merge -> follower equals leader."""
 
-from demo_workload import seed_statements
+from demo_workload import a_change, seed_statements
 from merge_helpers import assert_same_database, job_output, spark_submit
 
 
@@ -21,3 +21,10 @@ def test_seed_demo_through_s3_and_spark_submit(make_pipeline, s3_bucket, leader,
     log = job_output(result)
     assert "merged " in log and "rows/s" in log  # the per-table report
     assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []
+
+    # the change `make airflow` tells the user to make, carried the same way
+    change = pipeline.capture([a_change(db)])
+    assert change.row_count == 1
+    result = spark_submit(pipeline, change, tmp_path / "change")
+    assert result.returncode == 0, job_output(result)[-4000:]
+    assert_same_database(leader, follower, db)
