@@ -30,7 +30,8 @@ NO_PARAMS = {"params": {"start": None, "end": None}}
 
 
 def test_no_checkpoint_succeeds_at_once(conns, unique_name):
-    assert sensor(unique_name).execute(NO_PARAMS) == {"leader": str(conns[0].current_position()), "checkpoint": None}
+    assert sensor(unique_name).execute(NO_PARAMS) == {"leader": str(conns[0].current_position()), "checkpoint": None,
+                                                      "leader_changed": False}
 
 
 def test_nothing_new_defers_to_the_trigger(conns, unique_name):
