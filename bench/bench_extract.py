@@ -83,10 +83,13 @@ def raw_decode(settings: MySQLSettings, range_: PositionRange) -> int:
 
 
 def mariadb_binlog(settings: MySQLSettings, range_: PositionRange) -> int:
+    with Leader(settings) as leader:  # every file of the range: the start offset applies to the first
+        names = [f.name for f in leader.binlog_files()]
+    files = names[names.index(range_.start.file):names.index(range_.end.file) + 1]
     cmd = [
         "mariadb-binlog", "--read-from-remote-server", f"--host={settings.host}", f"--port={settings.port}",
         f"--user={settings.user}", "--base64-output=decode-rows", "-v",
-        f"--start-position={range_.start.offset}", f"--stop-position={range_.end.offset}", range_.start.file,
+        f"--start-position={range_.start.offset}", f"--stop-position={range_.end.offset}", *files,
     ]
     # the password goes through the environment, not argv
     out = subprocess.run(cmd, env={"MYSQL_PWD": settings.password, "PATH": "/usr/bin:/bin"},
