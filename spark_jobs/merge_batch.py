@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from pathlib import Path
 import warnings
 from typing import Sequence
 
 from mysql_cdc.apply.errors import MergeError
+from mysql_cdc.apply.report import SUMMARY_ENV
 from mysql_cdc.settings import JobSecrets
 from mysql_cdc.spark.merge import one_line, run_merge
 from mysql_cdc.spark.session import PANDAS_WARNING, LazySession
@@ -45,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         summary = run_merge(spark, args.manifest_uri, JobSecrets.from_env())
         log.info("merge summary %s", summary.to_json())
+        if os.environ.get(SUMMARY_ENV):  # the merge task reads it back for its log and XCom
+            Path(os.environ[SUMMARY_ENV]).write_text(summary.to_json())
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure becomes the one-line error below
         if not isinstance(exc, (MergeError, ValueError)):

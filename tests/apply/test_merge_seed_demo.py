@@ -19,7 +19,7 @@ def test_seed_demo_through_s3_and_spark_submit(make_pipeline, s3_bucket, leader,
     assert (checkpoint.position, checkpoint.gtid, checkpoint.batch_id) == (batch.end, batch.end_gtid, batch.batch_id)
     assert checkpoint.pending_ddl_pos is None
     log = job_output(result)
-    assert "merged " in log and "rows/s" in log  # the per-table report
+    assert f"merged {db}.pet: " in log and " changes in -> " in log  # the per-table report
     assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []
 
     # the change `make airflow` tells the user to make, carried the same way
@@ -27,4 +27,5 @@ def test_seed_demo_through_s3_and_spark_submit(make_pipeline, s3_bucket, leader,
     assert change.row_count == 1
     result = spark_submit(pipeline, change, tmp_path / "change")
     assert result.returncode == 0, job_output(result)[-4000:]
+    assert f"merged {db}.pet: 1 changes in -> 1 inserted, 0 updated, 0 deleted" in job_output(result)
     assert_same_database(leader, follower, db)

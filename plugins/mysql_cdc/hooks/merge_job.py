@@ -33,6 +33,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..contracts import ChangeBatch, Checkpoint, already_applied
 from ..contracts.replay import plan_snapshot, require_no_pending_snapshot
 from ..packaging import MERGE_JOB, build_py_files
+from ..apply.report import SUMMARY_ENV, MergeSummary
 from ..settings import SECRETS_ENV, JobSecrets
 from .connections import required_connection
 from .follower import FollowerHook
@@ -57,12 +58,27 @@ class JobInputs:
     env: dict[str, str]
 
 
+LOG4J2_CONFIG = Path(__file__).resolve().parent.parent / "spark" / "log4j2.properties"
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def quiet_spark_logging(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` with the driver's log4j2 set to warnings (``spark/log4j2.properties``), so the
+    task log is not Spark's INFO lines; a user's own driver Java options are kept, and a log4j2
+    configuration of theirs wins."""
+    conf = dict(conf)
+    options = str(conf.get(DRIVER_JAVA_OPTIONS, ""))
+    if "log4j2.configurationFile" not in options:
+        conf[DRIVER_JAVA_OPTIONS] = f"{options} -Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}".strip()
+    return conf
+
+
 def submit_arguments(manifest_uri: str, inputs: JobInputs, name: str, conf: Mapping[str, Any],
                      spark_binary: str) -> dict[str, Any]:
     """The ``SparkSubmitHook`` arguments of one merge: no secret among them (they travel in the
     file named by ``inputs.env``), so the command line it logs is safe as it is."""
     return {
-        "conf": dict(conf),
+        "conf": quiet_spark_logging(conf),
         "py_files": inputs.py_files,
         "name": name,
         "application_args": ["--manifest-uri", manifest_uri],
@@ -166,8 +182,9 @@ class MergeJobHook(BaseHook):
             )
         return conn
 
-    def submit(self, manifest_uri: str, name: str, conf: Mapping[str, Any]) -> None:
-        """Run the merge job for ``manifest_uri``; raises when spark-submit fails."""
+    def submit(self, manifest_uri: str, name: str, conf: Mapping[str, Any]) -> MergeSummary | None:
+        """Run the merge job for ``manifest_uri`` and return its summary (None if it wrote none);
+        raises when spark-submit fails."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         binary = spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary"))
@@ -176,6 +193,8 @@ class MergeJobHook(BaseHook):
             arguments = submit_arguments(manifest_uri, inputs, name, conf, binary)
             self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **arguments)
             self.spark_submit.submit(str(MERGE_JOB))
+            summary = Path(inputs.env[SUMMARY_ENV])
+            return MergeSummary.from_json(summary.read_text()) if summary.is_file() else None
 
     def kill(self) -> None:
         """Stop a running submit (the task was killed or timed out)."""
@@ -197,6 +216,7 @@ class MergeJobHook(BaseHook):
             py_files = build_py_files(tmp)
             secrets_file = tmp / "job-secrets.json"
             secrets.write(str(secrets_file))  # created 0600 before a byte is written
-            yield JobInputs(py_files=py_files, env={SECRETS_ENV: str(secrets_file)})
+            yield JobInputs(py_files=py_files, env={SECRETS_ENV: str(secrets_file),
+                                                    SUMMARY_ENV: str(tmp / "summary.json")})
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

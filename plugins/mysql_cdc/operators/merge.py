@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from functools import cached_property
 from typing import Any, Sequence
 
@@ -45,7 +47,7 @@ class CdcMergeOperator(BaseOperator):
     def hook(self) -> MergeJobHook:
         return MergeJobHook(self.follower_conn_id, self.storage_uri, self.aws_conn_id, self.spark_conn_id)
 
-    def execute(self, context: Context) -> None:
+    def execute(self, context: Context) -> dict | None:
         if not self.manifest_uri or self.manifest_uri == "None":
             raise AirflowFailException("no manifest_uri: the extract task returned no batch")
         try:
@@ -58,7 +60,12 @@ class CdcMergeOperator(BaseOperator):
         if plan.action == ADVANCE and self.hook.advance(plan):
             self.log.info("checkpoint moved to %s without Spark", plan.batch.end)
             return
-        self.hook.submit(self.manifest_uri, self.name, self.conf)
+        summary = self.hook.submit(self.manifest_uri, self.name, self.conf)
+        if summary is None:
+            return None
+        for line in summary.describe():  # last in the log, under Spark's lines: what the run did
+            self.log.info("%s", line)
+        return json.loads(summary.to_json())  # the XCom: the batch's figures (no secrets in them)
 
     def on_kill(self) -> None:
         self.hook.kill()

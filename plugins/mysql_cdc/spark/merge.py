@@ -15,11 +15,10 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Union
 
@@ -29,6 +28,7 @@ from pyspark.sql import functions as F
 from ..faults import crash_point
 from ..contracts import change_row as cr
 from ..apply.follower import Follower, FollowerColumn, StagedTable
+from ..apply.report import MergeSummary, TableReport
 from ..apply.reader import change_schema, read_plan, read_units, snapshot_schema
 from ..apply.staging import (
     COUNT, OP, PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, scratch_prefix, scratch_segment_prefix,
@@ -72,42 +72,6 @@ def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
 
 
 # -- the job ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class TableReport:
-    table: str
-    rows_in: int  # change rows of the table in the segment
-    net_rows: int = 0  # rows staged after netting
-    rows_written: int = 0  # rows deleted + inserted in the follower table
-    stage_seconds: float = 0.0  # read, net and load into staging (executors)
-    apply_seconds: float = 0.0  # the table's statements in the follower transaction
-
-    @property
-    def seconds(self) -> float:
-        return self.stage_seconds + self.apply_seconds
-
-    @property
-    def rows_per_second(self) -> float:
-        return self.rows_in / self.seconds if self.seconds else 0.0
-
-
-@dataclass
-class MergeSummary:
-    pipeline: str
-    batch_id: str
-    noop: bool
-    checkpoint: str
-    segments_applied: int = 0
-    seconds: float = 0.0
-    tables: list[TableReport] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        body = asdict(self)
-        for report, data in zip(self.tables, body["tables"]):
-            data["seconds"] = round(report.seconds, 3)
-            data["rows_per_second"] = round(report.rows_per_second, 1)
-        return json.dumps(body, sort_keys=True)
 
 
 SparkProvider = Union[SparkSession, Callable[[], SparkSession]]
@@ -157,9 +121,14 @@ def _stage_table(ctx: _Context, segment: RowSegment, index: int, table: TableCha
     net = net_changes(after_checkpoint(changes, position), table)
     plan = _stage_plan(ctx, segment, index, table, columns)
     staged = StagedTable(table, columns, tuple(stage(net, plan)))
-    report.net_rows = staged.total("rows")
+    report.inserted, report.updated, report.deleted = counts(staged)
     report.stage_seconds = time.monotonic() - started
     return staged
+
+
+def counts(staged: StagedTable) -> tuple[int, int, int]:
+    """Rows inserted, updated and deleted by applying a staged table."""
+    return staged.total("inserts"), staged.total("upserts"), staged.total("deletes")
 
 
 def _drop_prepared(ctx: _Context, segment: RowSegment) -> None:
@@ -208,15 +177,12 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
     _drop_prepared(ctx, segment)
     for report in reports.values():
         report.rows_written, report.apply_seconds = applied.get(report.table, (0, 0.0))
-        log.info(
-            "merged %s: %d change rows in, %d net rows, %d rows written, %.2f s (stage %.2f s, apply %.2f s), "
-            "%.0f rows/s",
-            report.table, report.rows_in, report.net_rows, report.rows_written, report.seconds,
-            report.stage_seconds, report.apply_seconds, report.rows_per_second,
-        )
+        log.info("merged %s (stage %.2f s, apply %.2f s)", report.describe(), report.stage_seconds,
+                 report.apply_seconds)
     log.info("committed segment %d up to %s (lock, checkpoint, commit: %.2f s)", segment.index, segment.end,
              commit_seconds)
-    ctx.summary.tables.extend(reports.values())
+    for report in reports.values():
+        ctx.summary.add(report)
     return done
 
 
@@ -253,7 +219,7 @@ def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: 
     the leader's definition if it is missing or different). The copy of the last table of a full
     snapshot also moves the pipeline's position."""
     started = time.monotonic()
-    report = TableReport(segment.qualified_name, segment.row_count)
+    report = TableReport(segment.qualified_name, segment.row_count, kind="snapshot")
     last = segment.index == len(ctx.batch.segments) - 1
     done = None
     if segment.full and last and (checkpoint.position < ctx.batch.start or not same_leader(checkpoint, ctx.batch)):
@@ -271,7 +237,7 @@ def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: 
         catch_up = _stage_catch_up(ctx, segment)
         crash_point("after_staging")
         staged = StagedTable(table, columns, tuple(prepared))
-        report.net_rows = segment.row_count + (catch_up.total("rows") if catch_up else 0)
+        report.inserted, report.updated, report.deleted = counts(catch_up) if catch_up else (0, 0, 0)
         report.stage_seconds = time.monotonic() - started
         applied = time.monotonic()
         report.rows_written = ctx.follower.apply_snapshot(checkpoint, segment, staged, ctx.store, ctx.batch.batch_id,
@@ -279,9 +245,8 @@ def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: 
         report.apply_seconds = time.monotonic() - applied
     finally:
         _drop_prepared(ctx, segment)
-    log.info("copied %s: %d rows in %d chunks at %s, %.2f s", segment.qualified_name, report.rows_written,
-             len(segment.chunks), segment.at, report.seconds)
-    ctx.summary.tables.append(report)
+    log.info("%s (%d chunks, at %s)", report.describe(), len(segment.chunks), segment.at)
+    ctx.summary.add(report)
     return done or checkpoint
 
 

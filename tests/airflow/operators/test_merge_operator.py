@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mysql_cdc.hooks.merge_job import JobInputs, spark_submit_binary, submit_arguments
+from mysql_cdc.hooks.merge_job import (
+    LOG4J2_CONFIG, JobInputs, quiet_spark_logging, spark_submit_binary, submit_arguments,
+)
 from mysql_cdc.operators import CdcMergeOperator
 from mysql_cdc.settings import SECRETS_ENV
 
@@ -24,7 +26,8 @@ def test_submit_arguments_carry_no_secret_and_run_the_driver_here():
     args = submit_arguments(MANIFEST, inputs, "mysql-cdc-merge-shop", {"spark.executor.memory": "2g"},
                             "/opt/spark/bin/spark-submit")
     assert args == {
-        "conf": {"spark.executor.memory": "2g"},
+        "conf": {"spark.executor.memory": "2g",
+                 "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"},
         "py_files": "/tmp/x/mysql_cdc.zip",
         "name": "mysql-cdc-merge-shop",
         "application_args": ["--manifest-uri", MANIFEST],
@@ -32,6 +35,15 @@ def test_submit_arguments_carry_no_secret_and_run_the_driver_here():
         "spark_binary": "/opt/spark/bin/spark-submit",
         "deploy_mode": "client",
     }
+
+
+def test_spark_logs_warnings_only_unless_the_user_configured_log4j2():
+    assert LOG4J2_CONFIG.is_file() and "rootLogger.level = warn" in LOG4J2_CONFIG.read_text()
+    mine = {"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}
+    assert quiet_spark_logging(mine)["spark.driver.extraJavaOptions"] == \
+        f"-XX:+UseG1GC -Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"
+    theirs = {"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties"}
+    assert quiet_spark_logging(theirs) == theirs
 
 
 def test_the_command_the_spark_provider_builds_from_them(monkeypatch):

@@ -1,0 +1,86 @@
+"""What a merge did, per table: the job's summary, and the lines a user reads in the task log.
+
+The merge job writes the summary as JSON (to the file ``MYSQL_CDC_SUMMARY_FILE`` names, and as its
+last log line); the merge task reads it back and logs ``describe()`` at the end of its log, under
+Spark's own lines, where a user looks after a run. Plain Python: the Airflow side imports it
+without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+SUMMARY_ENV = "MYSQL_CDC_SUMMARY_FILE"
+
+
+@dataclass
+class TableReport:
+    table: str
+    rows_in: int  # change rows of the table in the batch (a copy: rows copied)
+    kind: str = "rows"  # "rows": changes applied; "snapshot": the table copied
+    # (a copy: the changes its chunks lacked, applied after them)
+    inserted: int = 0  # rows the follower gained: new keys (a keyless table: copies added)
+    updated: int = 0  # existing rows replaced
+    deleted: int = 0  # rows removed (a keyless table: copies removed)
+    rows_written: int = 0  # rows deleted + inserted in the follower table (an update is both)
+    stage_seconds: float = 0.0  # read, net and load into staging (executors)
+    apply_seconds: float = 0.0  # the table's statements in the follower transaction
+
+    @property
+    def seconds(self) -> float:
+        return self.stage_seconds + self.apply_seconds
+
+    def describe(self) -> str:
+        if self.kind == "snapshot":
+            caught_up = (f", then caught up: {self._changes()}" if self.inserted or self.updated or self.deleted
+                         else "")
+            return f"{self.table}: copied {self.rows_in:,} rows{caught_up} in {self.seconds:.1f} s"
+        return f"{self.table}: {self.rows_in:,} changes in -> {self._changes()} in {self.seconds:.1f} s"
+
+    def _changes(self) -> str:
+        return f"{self.inserted:,} inserted, {self.updated:,} updated, {self.deleted:,} deleted"
+
+
+@dataclass
+class MergeSummary:
+    pipeline: str
+    batch_id: str
+    noop: bool
+    checkpoint: str
+    segments_applied: int = 0
+    seconds: float = 0.0
+    tables: list[TableReport] = field(default_factory=list)
+
+    def add(self, report: TableReport) -> None:
+        """Count a table's figures in, summed with its earlier ones (a DDL splits a batch into
+        segments, each applied on its own: the user reads one line per table)."""
+        for existing in self.tables:
+            if (existing.table, existing.kind) == (report.table, report.kind):
+                for name in ("rows_in", "inserted", "updated", "deleted", "rows_written", "stage_seconds",
+                             "apply_seconds"):
+                    setattr(existing, name, getattr(existing, name) + getattr(report, name))
+                return
+        self.tables.append(report)
+
+    def to_json(self) -> str:
+        body = asdict(self)
+        for report, data in zip(self.tables, body["tables"]):
+            data["seconds"] = round(report.seconds, 3)
+        return json.dumps(body, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "MergeSummary":
+        body = json.loads(text)
+        known = {f.name for f in fields(TableReport)}
+        tables = [TableReport(**{k: v for k, v in t.items() if k in known}) for t in body.pop("tables")]
+        return cls(**body, tables=tables)
+
+    def describe(self) -> list[str]:
+        """The summary as a user reads it: the batch, then one line per table."""
+        if self.noop:
+            return [f"batch {self.batch_id}: already applied (checkpoint {self.checkpoint}): nothing to do"]
+        rows = sum(t.rows_in for t in self.tables)
+        lines = [f"batch {self.batch_id}: {rows:,} rows in {len(self.tables)} table(s), {self.segments_applied} "
+                 f"segment(s) applied in {self.seconds:.1f} s; checkpoint now {self.checkpoint}"]
+        return lines + [f"  {t.describe()}" for t in self.tables]
