@@ -43,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO is one line per Spark call
     warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
     spark = LazySession()
     try:

@@ -151,7 +151,7 @@ def test_seed_workload_replicates_through_a_dag_run(seeded, scenario, s3_endpoin
     assert_asset_event(E2E, scenario.start, scenario.after_seed)
     # the merge task's log: Spark's INFO lines quiet, the run's summary at the end in words
     log = result.log
-    assert " INFO SparkContext" not in log and "INFO Executor" not in log, result.log_file
+    assert " INFO SparkContext" not in log and "INFO Executor" not in log and "INFO py4j" not in log, result.log_file
     summary = log[log.rindex("segment(s) applied"):]
     # (pet has no key: an update removes the old row and adds the new one; netted within each
     # segment, the DDL in the middle splitting the batch in two)
