@@ -4,8 +4,9 @@ The file is ``$CDC_PIPELINES_FILE``, or ``pipelines.yaml`` beside this one. A mi
 this file from importing, so the UI shows an import error naming the pipeline and the field
 instead of DAGs that fail later (see mysql_cdc.pipeline_config for the format).
 
-Manual runs take two optional params, ``start`` and ``end`` (binlog positions ``FILE:OFFSET``):
-with them the run reprocesses that range (a backfill) instead of [checkpoint, leader now).
+Manual runs take optional params: ``start`` and ``end`` (binlog positions ``FILE:OFFSET``, the
+trigger form's "Replay binlog range"): the run re-reads that range instead of [checkpoint, leader
+now); ``resnapshot`` ("Re-copy tables"): the run copies those tables again.
 """
 
 from __future__ import annotations
@@ -31,9 +32,16 @@ pipeline's checkpoint in the follower `{follower}`, extract that binlog range in
 batch under `{storage}`, and apply it to the follower with the Spark merge job. A run with nothing
 new ends **skipped** in seconds, without starting Spark.
 
-**Backfill**: trigger with `start` and `end` (`FILE:OFFSET`, e.g. `binlog.000003:1146`). The range
-is re-extracted; the part the follower already has is a no-op; a range that starts after the
-checkpoint fails (it would leave a gap). The checkpoint only moves through the merge.
+**Replay binlog range**: trigger with `start` and `end` (`FILE:OFFSET`, e.g. `binlog.000003:1146`).
+The range is re-extracted; the part the follower already has is a no-op; a range that starts after
+the checkpoint fails (it would leave a gap). The checkpoint only moves through the merge.
+
+**Re-copy tables**: trigger with `resnapshot` (`db.table` globs, or `*`): those tables are copied
+again from the leader while the others keep streaming.
+
+**Airflow's date-range Backfill does not apply here**: a run reads the binlog from the pipeline's
+checkpoint, whatever its logical date, so runs for past dates would replay nothing of those dates.
+Its runs fail at once saying so; use *Replay binlog range* to read a range again.
 """
 
 

@@ -1,4 +1,5 @@
-"""Backfill runs: the DAG params ``start`` and ``end`` name a binlog range to (re)process.
+"""Replay and re-copy runs: the DAG params ``start`` and ``end`` name a binlog range to (re)process
+("Replay binlog range" in the trigger form), ``resnapshot`` the tables to copy again.
 
 The range is checked twice: by the Param schema when the run is triggered (the UI form, the REST
 API and ``airflow dags trigger --conf`` all validate against it), and again here when the run
@@ -71,6 +72,22 @@ def resnapshot_tables(params: Mapping[str, Any]) -> list[str] | None:
     return list(value)
 
 
+DATE_RANGE_BACKFILL = "backfill"  # Airflow's DagRunType of a date-range backfill's runs
+
+
+def refuse_date_range_backfill(run_type: Any) -> None:
+    """A CDC run reads the binlog from the checkpoint whatever its logical date: the runs of an
+    Airflow date-range backfill would replay nothing of their dates, so they are refused."""
+    if str(getattr(run_type, "value", run_type)) == DATE_RANGE_BACKFILL:
+        raise BackfillParamError(
+            "logical date",
+            "this run belongs to an Airflow date-range backfill, which a CDC pipeline cannot use: a run reads "
+            "the leader's binlog from the pipeline's checkpoint whatever its logical date, so runs for past "
+            "dates would replay nothing of those dates. To read a binlog range again, trigger the DAG with "
+            "'Replay binlog range' (start and end, FILE:OFFSET); to copy tables again, with 'Re-copy tables'",
+        )
+
+
 def backfill_params() -> dict:
     """The DAG params, with the schema the trigger form validates before a run is created."""
     from airflow.sdk import Param  # imported here: the rest of this module is plain Python
@@ -86,15 +103,15 @@ def backfill_params() -> dict:
 
     return {
         START_PARAM: position(
-            "Backfill start (FILE:OFFSET)",
-            "Leave empty for a regular run. A binlog position such as binlog.000003:1146 "
-            "(SHOW BINARY LOGS on the leader); it must not be after the pipeline's checkpoint, "
-            "or the range would leave a gap.",
+            "Replay binlog range: start",
+            "Leave empty for a regular run. FILE:OFFSET, e.g. binlog.000003:1146 (SHOW BINARY LOGS on the "
+            "leader): where the range to read again begins; not after the pipeline's checkpoint (a gap). "
+            "Give end too.",
         ),
         END_PARAM: position(
-            "Backfill end (FILE:OFFSET)",
-            "Leave empty for a regular run. The position where the range ends (exclusive); "
-            "it must not be past the leader's current position.",
+            "Replay binlog range: end",
+            "Leave empty for a regular run. FILE:OFFSET, e.g. binlog.000004:4: where the range ends "
+            "(exclusive); not past the leader's current position. Give start too.",
         ),
         RESNAPSHOT_PARAM: Param(
             None,

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from ..backfill import BackfillParamError, backfill_range, resnapshot_tables
+from ..backfill import BackfillParamError, backfill_range, refuse_date_range_backfill, resnapshot_tables
 from ..hooks.follower import FollowerHook
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
@@ -30,7 +30,9 @@ class LeaderAdvancedSensor(BaseSensorOperator):
     """Wait up to ``timeout`` seconds for the leader to move past ``pipeline``'s checkpoint.
 
     - leader past the checkpoint, or no checkpoint yet (the first run initializes it): success;
-    - a backfill run (params ``start``/``end``): success at once, there is nothing to wait for;
+    - a replay or re-copy run (params ``start``/``end``, ``resnapshot``): success at once, there is
+      nothing to wait for;
+    - a run of an Airflow date-range backfill: failed at once, saying why and what to use instead;
     - nothing new within ``timeout``: the task ends SKIPPED, and so do extract and merge.
     """
 
@@ -54,6 +56,7 @@ class LeaderAdvancedSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> dict | None:
         try:
+            refuse_date_range_backfill(getattr(context.get("dag_run"), "run_type", None))
             params = context["params"]
             if backfill_range(params) is not None or resnapshot_tables(params) is not None:
                 self.log.info("backfill or resnapshot run: not waiting for the leader")

@@ -66,3 +66,19 @@ def test_execute_complete():
     assert not isinstance(info.value, AirflowSkipException)
     with pytest.raises(AirflowException, match="failed"):
         s.execute_complete({}, {"status": "surprise"})
+
+
+@pytest.mark.parametrize("run_type, refused", [("backfill", True), ("manual", False), ("scheduled", False)])
+def test_a_date_range_backfill_run_is_refused_naming_what_to_use(conns, unique_name, run_type, refused):
+    """The runs of an Airflow date-range backfill are created and run by the scheduler, which the
+    suite does not run; the sensor gets the same DagRun record (its run_type) as in one."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.types import DagRunType
+
+    dag_run = DagRun(dag_id=unique_name, run_id=f"{run_type}__1", run_type=DagRunType(run_type))
+    context = {**NO_PARAMS, "dag_run": dag_run}
+    if refused:
+        with pytest.raises(AirflowFailException, match=r"Airflow date-range backfill.*'Replay binlog range'"):
+            sensor(unique_name).execute(context)
+    else:
+        assert sensor(unique_name).execute(context)["checkpoint"] is None  # a regular run goes on
