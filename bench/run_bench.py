@@ -37,6 +37,8 @@ ROWS = [
     ("scheduled run, nothing new (s)", "nochange_run_s", None, "", None, "<= 10 s"),
     ("snapshot rows/s, leader -> follower end to end", "snapshot_rows_per_s", "dump_rows_per_s",
      "mariadb-dump --single-transaction | mariadb", "snapshot_vs_dump", ">= 1.0"),
+    ("range applied end to end (s): extract + merge", "e2e_s", "replica_apply_s",
+     "a MariaDB replica, START SLAVE UNTIL", "e2e_vs_replica", "lower is better"),
     ("snapshot copy peak RSS MB at 1M / 5M rows", "snapshot_rss_mb_1m", "snapshot_rss_mb_5m", "at 5M rows",
      "snapshot_rss_5m_vs_1m", "<= 1.1"),
 ]
@@ -76,10 +78,12 @@ def main() -> None:
     parser.add_argument("--merge-rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--snapshot-rows", type=int, default=5_000_000)
+    parser.add_argument("--replica-rows", type=int, default=1_000_000)
     parser.add_argument("--quick", action="store_true", help="small sizes, one repetition (a smoke run)")
     args = parser.parse_args()
     if args.quick:
-        args.extract_rows, args.merge_rows, args.repeat, args.snapshot_rows = 50_000, 50_000, 1, 100_000
+        args.extract_rows, args.merge_rows, args.repeat, args.snapshot_rows, args.replica_rows = (
+            50_000, 50_000, 1, 100_000, 100_000)
 
     results: dict = {"machine": machine(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     extract_args = ["bench/bench_extract.py", "--rows", str(args.extract_rows), "--repeat", str(args.repeat)]
@@ -90,6 +94,7 @@ def main() -> None:
     results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
     snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows)]
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
+    results.update(run_child(["bench/bench_replica.py", "--rows", str(args.replica_rows)]))
     if "snapshot_rss_mb_5m" in results:
         results["snapshot_rss_5m_vs_1m"] = round(results["snapshot_rss_mb_5m"] / results["snapshot_rss_mb_1m"], 3)
     if "extract_rss_mb_1m" in results:

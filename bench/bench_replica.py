@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The anchor a user would pick instead of us: a replica applying a binlog range, in one run.
+
+    .venv/bin/python bench/bench_replica.py [--rows 1000000]
+
+1. starts a leader, a replica and a follower (scripts/local_services.py) in a temp dir, and writes
+   ``--rows`` changed rows on the leader (bench_extract's mix: inserts, updates, deletes, a binlog
+   file per 50k inserts), remembering the range [start, end);
+2. the replica: ``CHANGE MASTER TO`` the range's start, ``START SLAVE UNTIL`` its end, timed until
+   ``MASTER_POS_WAIT`` says the replica applied all of it (fetching included);
+3. ours, end to end: ``extract_range`` of the same range (the extract task's reading, in parts at
+   once) and the merge job with the real ``spark-submit --master local[2]`` into the follower;
+4. prints both and ``e2e_vs_replica`` (ours / replica seconds: lower is better), JSON last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "plugins"), str(ROOT / "bench")]
+
+from bench_extract import generate  # noqa: E402
+from bench_merge import run_spark_submit  # noqa: E402
+from local_services import MariaDBServer  # noqa: E402
+from mysql_cdc.capture.extract import extract_range  # noqa: E402
+from mysql_cdc.capture.leader import Leader  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange, ensure_checkpoint_table, write_checkpoint  # noqa: E402
+from mysql_cdc.settings import ExtractOptions, JobSecrets, MySQLSettings  # noqa: E402
+from mysql_cdc.storage import StorageSpec  # noqa: E402
+
+PIPELINE = "bench_replica"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def replica_seconds(replica: MariaDBServer, leader: MariaDBServer, range_: PositionRange) -> float:
+    """How long the replica takes to fetch and apply the range, from its start to its end."""
+    replica.run_sql([
+        f"CHANGE MASTER TO MASTER_HOST='{leader.host}', MASTER_PORT={leader.port}, "
+        f"MASTER_USER='{leader.root_user}', MASTER_PASSWORD='{leader.root_password}', "
+        f"MASTER_LOG_FILE='{range_.start.file}', MASTER_LOG_POS={range_.start.offset}, MASTER_USE_GTID=no",
+    ])
+    started = time.monotonic()
+    replica.run_sql([f"START SLAVE UNTIL MASTER_LOG_FILE='{range_.end.file}', MASTER_LOG_POS={range_.end.offset}"])
+    waited = replica.scalar(f"SELECT MASTER_POS_WAIT('{range_.end.file}', {range_.end.offset}, 3600)")
+    seconds = time.monotonic() - started
+    if waited is None or waited < 0:
+        raise SystemExit(f"the replica did not reach {range_.end}: MASTER_POS_WAIT returned {waited}")
+    return seconds
+
+
+def ours_seconds(leader_settings: MySQLSettings, follower: MariaDBServer, range_: PositionRange, work: Path) -> dict:
+    storage = StorageSpec(f"file://{work}/store")
+    conn = follower.connect()
+    try:
+        ensure_checkpoint_table(conn)
+        write_checkpoint(conn, Checkpoint(PIPELINE, range_.start))
+    finally:
+        conn.close()
+    started = time.monotonic()
+    batch = extract_range(leader_settings, storage.open(), PIPELINE, range_, storage=storage,
+                          options=ExtractOptions())
+    extract_s = time.monotonic() - started
+    manifest = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
+    merge_s, _ = run_spark_submit(manifest, JobSecrets(MySQLSettings(**follower.conn_params()), storage), work,
+                                  "2g", "")
+    return {"rows": batch.row_count, "extract_s": round(extract_s, 2), "merge_s": round(merge_s, 2)}
+
+
+def same_table(a: MariaDBServer, b: MariaDBServer) -> bool:
+    checksum = "CHECKSUM TABLE bench.orders EXTENDED"
+    return a.scalar("SELECT COUNT(*) FROM bench.orders") == b.scalar("SELECT COUNT(*) FROM bench.orders") and \
+        _checksum(a, checksum) == _checksum(b, checksum)
+
+
+def _checksum(server: MariaDBServer, sql: str):
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchone()[1]
+    finally:
+        conn.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        leader = MariaDBServer(work, "leader", 1, True, die_with_parent=True)
+        replica = MariaDBServer(work, "replica", 3, False, die_with_parent=True)
+        follower = MariaDBServer(work, "follower", 2, False, die_with_parent=True)
+        try:
+            for server in (leader, replica, follower):
+                server.start()
+            settings = MySQLSettings(leader.host, leader.port, leader.root_user, leader.root_password)
+            with Leader(settings) as server:
+                start = server.current_position()
+            log(f"writing {args.rows:,} changed rows on the leader ...")
+            generate(leader, args.rows)
+            with Leader(settings) as server:
+                range_ = PositionRange(start, server.current_position())
+            log("the replica applies the range ...")
+            replica_s = replica_seconds(replica, leader, range_)
+            log("ours: extract + merge of the range ...")
+            ours = ours_seconds(settings, follower, range_, work)
+            if not (same_table(leader, replica) and same_table(leader, follower)):
+                raise SystemExit("the replica or the follower does not equal the leader: the figures mean nothing")
+        finally:
+            for server in (follower, replica, leader):
+                server.stop()
+    ours_s = ours["extract_s"] + ours["merge_s"]
+    figures = {
+        "replica_rows": ours["rows"], "replica_apply_s": round(replica_s, 2), "e2e_extract_s": ours["extract_s"],
+        "e2e_merge_s": ours["merge_s"], "e2e_s": round(ours_s, 2), "e2e_vs_replica": round(ours_s / replica_s, 3),
+    }
+    print(f"replica (START SLAVE UNTIL): {replica_s:.1f} s; ours (extract {ours['extract_s']} s + merge "
+          f"{ours['merge_s']} s): {ours_s:.1f} s; ours / replica = {figures['e2e_vs_replica']} "
+          f"({ours['rows']:,} rows)")
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
