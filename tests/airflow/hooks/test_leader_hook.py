@@ -10,7 +10,7 @@ from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import PreflightError
 from mysql_cdc.contracts import BinlogPosition, PositionRange
 from mysql_cdc.hooks import LeaderHook
-from mysql_cdc.storage import open_store
+from mysql_cdc.storage import StorageSpec
 
 
 @pytest.fixture
@@ -52,7 +52,9 @@ def test_extract_writes_a_batch(hook, leader, unique_name, tmp_path):
         cur.execute(f"INSERT INTO {unique_name}.t VALUES (1), (2)")
     conn.close()
     end = hook.current_position()
-    store = open_store(f"file://{tmp_path}")
-    batch = hook.extract(store, "p", PositionRange(start, end), TableFilter((f"{unique_name}.*",)))
+    spec = StorageSpec(f"file://{tmp_path}")
+    store = spec.open()
+    batch = hook.extract(spec, store, "p", PositionRange(start, end), TableFilter((f"{unique_name}.*",)))
     assert (batch.start, batch.end, batch.row_count) == (start, end, 2)
-    assert hook.extract(store, "p", PositionRange(end, end), TableFilter()) is None
+    assert batch.leader_id == hook.leader_id() and batch.end_gtid_set == hook.gtid_set_at(end)
+    assert hook.extract(spec, store, "p", PositionRange(end, end), TableFilter()) is None

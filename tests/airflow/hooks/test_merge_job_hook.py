@@ -16,6 +16,7 @@ from mysql_cdc.contracts import (
 from mysql_cdc.hooks import MergeJobHook
 from mysql_cdc.hooks import merge_job
 from mysql_cdc.hooks.merge_job import ADVANCE, SKIP, SUBMIT
+from mysql_cdc.apply.report import SUMMARY_ENV
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets
 
 P1, P2, P3 = (BinlogPosition("binlog.000001", o) for o in (4, 900, 1800))
@@ -66,8 +67,9 @@ def test_job_inputs_live_only_while_submitting(hook, follower_user, monkeypatch,
     fake_job.write_text("")
     monkeypatch.setattr(merge_job, "MERGE_JOB", fake_job)
     with hook.job_inputs() as inputs:
-        assert set(inputs.env) == {SECRETS_ENV}  # a path, nothing else
+        assert set(inputs.env) == {SECRETS_ENV, SUMMARY_ENV}  # two paths, nothing else
         secrets_file = Path(inputs.env[SECRETS_ENV])
+        assert Path(inputs.env[SUMMARY_ENV]).parent == secrets_file.parent  # removed with it
         assert stat.S_IMODE(secrets_file.stat().st_mode) == 0o600
         assert stat.S_IMODE(secrets_file.parent.stat().st_mode) == 0o700
         secrets = JobSecrets.read(str(secrets_file))
