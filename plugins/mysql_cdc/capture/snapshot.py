@@ -267,6 +267,14 @@ class LeaderSnapshot:
             found = [t for t in found if any(fnmatchcase(f"{t[0]}.{t[1]}", g) for g in globs)]
         return found
 
+    def data_type(self, database: str, table: str, column: str) -> str | None:
+        """The column's DATA_TYPE (lower case), or None when there is no such column."""
+        rows = self._rows(
+            "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "AND COLUMN_NAME = %s", (database, table, column),
+        )
+        return rows[0]["DATA_TYPE"].lower() if rows else None
+
     def describe(self, database: str, table: str) -> tuple[list[SnapshotColumn], tuple[str, ...], str, str]:
         """Columns to copy (generated ones compute themselves), key columns, CREATE DATABASE, CREATE TABLE."""
         rows = self._rows(

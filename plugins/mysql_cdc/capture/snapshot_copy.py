@@ -34,7 +34,9 @@ a pool inside the extract task uses the task's cores with no new moving part in 
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
+import re
 import logging
 import multiprocessing
 import shutil
@@ -152,9 +154,6 @@ def _in_progress_key(pipeline: str, digest: str) -> str:
 def fingerprint(definition: tuple) -> str:
     """What must not change between a table's chunks: key, database and table definitions (less
     the AUTO_INCREMENT counter, which moves with inserts, not with DDL)."""
-    import hashlib
-    import re
-
     _, keys, create_database, create_table = definition
     text = "\n".join([",".join(keys), create_database, re.sub(r" AUTO_INCREMENT=\d+", "", create_table)])
     return hashlib.sha1(text.encode()).hexdigest()
@@ -165,11 +164,7 @@ def split_column(snapshot: LeaderSnapshot, database: str, table: str, keys: Sequ
     would need the server's collation to place a changed row in its chunk; they stay one chunk.)"""
     if not keys:
         return None
-    rows = snapshot._rows(
-        "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-        "AND COLUMN_NAME = %s", (database, table, keys[0]),
-    )
-    return keys[0] if rows and rows[0]["DATA_TYPE"].lower() in _INTEGER_TYPES else None
+    return keys[0] if snapshot.data_type(database, table, keys[0]) in _INTEGER_TYPES else None
 
 
 def split_bounds(snapshot: LeaderSnapshot, database: str, table: str, column: str | None,
