@@ -39,7 +39,7 @@ from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange, ensure_checkpoint_table, write_checkpoint  # noqa: E402
 from mysql_cdc.packaging import MERGE_JOB, build_py_files  # noqa: E402
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings  # noqa: E402
-from mysql_cdc.storage import open_store  # noqa: E402
+from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
 DB, TABLE, PIPELINE = "bench", "events", "bench"
 CREATE_TABLE = (
@@ -188,7 +188,8 @@ def main() -> int:
         assert batch.row_count == args.rows, (batch.row_count, args.rows)
 
         manifest_uri = f"{store_uri}/{batch.prefix}/{MANIFEST_NAME}"
-        runs = [measure(args, follower, JobSecrets(follower_settings), manifest_uri, start, work, i)
+        runs = [measure(args, follower, JobSecrets(follower_settings, StorageSpec(store_uri)), manifest_uri, start,
+                        work, i)
                 for i in range(args.repeat)]
         run = median_run(runs)
         table, merge_seconds, load_seconds = run["table"], run["table"]["seconds"], sorted(

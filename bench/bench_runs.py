@@ -82,7 +82,7 @@ def main() -> None:
     demo_module.WORK = WORK  # the demo's machinery, in a directory of its own
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
-    runner = demo_module.Demo("file")
+    runner = demo_module.Demo("file", "local")  # file:// storage, spark-submit --master local[2]
     log = WORK / "runs.log"
     figures = {"tiny": [], "nochange": [], "bare": []}
     try:
