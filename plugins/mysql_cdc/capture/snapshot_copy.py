@@ -473,8 +473,8 @@ class _Copy:
                                 "retry the run when fewer schema changes are running")
         crash_point("copy_before_manifest")
         for s in segments:
-            log.info("snapshot %s: %s, %d rows in %d chunks, at %s", self.pipeline, s.qualified_name, s.row_count,
-                     len(s.chunks), s.at)
+            log.info("snapshot %s: %s, %d rows in %d chunk%s, at %s", self.pipeline, s.qualified_name, s.row_count,
+                     len(s.chunks), "" if len(s.chunks) == 1 else "s", s.at)
         batch = ChangeBatch(
             pipeline=self.pipeline, batch_id=plan.batch_id, start=plan.start,
             end=max([plan.start, *(s.at for s in segments)]), segments=tuple(segments), server_flavor=self.flavor,

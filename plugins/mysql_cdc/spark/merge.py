@@ -126,6 +126,10 @@ def _stage_table(ctx: _Context, segment: RowSegment, index: int, table: TableCha
     return staged
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def counts(staged: StagedTable) -> tuple[int, int, int]:
     """Rows inserted, updated and deleted by applying a staged table."""
     return staged.total("inserts"), staged.total("upserts"), staged.total("deletes")
@@ -245,7 +249,7 @@ def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: 
         report.apply_seconds = time.monotonic() - applied
     finally:
         _drop_prepared(ctx, segment)
-    log.info("%s (%d chunks, at %s)", report.describe(), len(segment.chunks), segment.at)
+    log.info("%s (%s, at %s)", report.describe(), plural(len(segment.chunks), "chunk"), segment.at)
     ctx.summary.add(report)
     return done or checkpoint
 
