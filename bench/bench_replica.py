@@ -76,19 +76,11 @@ def ours_seconds(leader_settings: MySQLSettings, follower: MariaDBServer, range_
 
 
 def same_table(a: MariaDBServer, b: MariaDBServer) -> bool:
-    checksum = "CHECKSUM TABLE bench.orders EXTENDED"
-    return a.scalar("SELECT COUNT(*) FROM bench.orders") == b.scalar("SELECT COUNT(*) FROM bench.orders") and \
-        _checksum(a, checksum) == _checksum(b, checksum)
+    def figures(server: MariaDBServer) -> tuple:
+        return (server.scalar("SELECT COUNT(*) FROM bench.orders"),
+                server.one_row("CHECKSUM TABLE bench.orders EXTENDED")[1])
 
-
-def _checksum(server: MariaDBServer, sql: str):
-    conn = server.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return cur.fetchone()[1]
-    finally:
-        conn.close()
+    return figures(a) == figures(b)
 
 
 def main() -> int:

@@ -509,15 +509,19 @@ class MariaDBServer:
         self.purge_binary_logs_to(current)
         return current
 
-    def scalar(self, sql: str) -> Any:
-        """The one value ``sql`` returns (root connection)."""
+    def one_row(self, sql: str) -> tuple:
+        """The first row ``sql`` returns (root connection)."""
         conn = self.connect()
         try:
             with conn.cursor() as cur:
                 cur.execute(sql)
-                return cur.fetchone()[0]
+                return cur.fetchone()
         finally:
             conn.close()
+
+    def scalar(self, sql: str) -> Any:
+        """The one value ``sql`` returns (root connection)."""
+        return self.one_row(sql)[0]
 
     # -- replication (MariaDB GTID replication; a replica needs binlog=True, log_slave_updates) --
 
@@ -526,7 +530,7 @@ class MariaDBServer:
         binlog: tests before may have purged it)."""
         gtid = source.scalar("SELECT @@GLOBAL.gtid_binlog_pos")
         self.run_sql([
-            "STOP SLAVE", "RESET SLAVE ALL", f"SET GLOBAL gtid_slave_pos = '{gtid}'",
+            self.STOP_REPLICATION, self.RESET_REPLICATION, f"SET GLOBAL gtid_slave_pos = '{gtid}'",
             f"CHANGE MASTER TO MASTER_HOST='{source.host}', MASTER_PORT={source.port}, "
             f"MASTER_USER='{source.root_user}', MASTER_PASSWORD='{source.root_password}', MASTER_USE_GTID=slave_pos",
             "START SLAVE",
@@ -539,17 +543,20 @@ class MariaDBServer:
             raise RuntimeError(f"{self.name} did not reach {gtid} within {timeout} s: "
                                f"{self.scalar('SELECT @@GLOBAL.gtid_slave_pos')}")
 
+    # the dialect's words for what both servers do alike (MySQLServer has its own)
+    STOP_REPLICATION, RESET_REPLICATION = "STOP SLAVE", "RESET SLAVE ALL"
+    IDENTITY = "@@GLOBAL.server_id"  # how capture names this server in checkpoints
+
     def pause_replication(self) -> None:
-        self.run_sql(["STOP SLAVE"])
+        self.run_sql([self.STOP_REPLICATION])
 
     def promote(self) -> None:
         """Stop replicating: this server is a leader now (a failover)."""
-        self.run_sql(["STOP SLAVE", "RESET SLAVE ALL"])
+        self.run_sql([self.STOP_REPLICATION, self.RESET_REPLICATION])
 
     @property
     def server_identity(self) -> str:
-        """How capture names this server in checkpoints (MariaDB: its server_id)."""
-        return str(self.scalar("SELECT @@GLOBAL.server_id"))
+        return str(self.scalar(f"SELECT {self.IDENTITY}"))
 
     def connect(
         self,
@@ -688,7 +695,7 @@ class MySQLServer(MariaDBServer):
         purged its first binlogs): what it executed so far counts as purged here."""
         gtids = str(source.scalar("SELECT @@GLOBAL.gtid_executed")).replace("\n", "")
         self.run_sql([
-            "STOP REPLICA", "RESET REPLICA ALL", "RESET BINARY LOGS AND GTIDS", f"SET GLOBAL gtid_purged = '{gtids}'",
+            self.STOP_REPLICATION, self.RESET_REPLICATION, "RESET BINARY LOGS AND GTIDS", f"SET GLOBAL gtid_purged = '{gtids}'",
             f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='{source.host}', SOURCE_PORT={source.port}, "
             f"SOURCE_USER='{source.root_user}', SOURCE_PASSWORD='{source.root_password}', SOURCE_AUTO_POSITION=1, "
             "GET_SOURCE_PUBLIC_KEY=1",
@@ -700,16 +707,8 @@ class MySQLServer(MariaDBServer):
         if self.scalar(f"SELECT WAIT_FOR_EXECUTED_GTID_SET('{gtids}', {int(timeout)})") != 0:
             raise RuntimeError(f"{self.name} did not execute {gtids} within {timeout} s")
 
-    def pause_replication(self) -> None:
-        self.run_sql(["STOP REPLICA"])
-
-    def promote(self) -> None:
-        self.run_sql(["STOP REPLICA", "RESET REPLICA ALL"])
-
-    @property
-    def server_identity(self) -> str:
-        """MySQL: its server_uuid."""
-        return str(self.scalar("SELECT @@GLOBAL.server_uuid"))
+    STOP_REPLICATION, RESET_REPLICATION = "STOP REPLICA", "RESET REPLICA ALL"
+    IDENTITY = "@@GLOBAL.server_uuid"
 
     def _install_db(self) -> None:
         self.datadir.mkdir(parents=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from .storage import StorageError, StorageSpec
 
@@ -41,6 +41,14 @@ class MySQLSettings:
         return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
 
 
+def _counts_at_least_one(options) -> None:
+    """Every field of an options section is a count: a whole number >= 1."""
+    for name in (f.name for f in fields(options)):
+        value = getattr(options, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
+
+
 @dataclass(frozen=True)
 class SnapshotOptions:
     """How a snapshot copy is cut and run (the pipelines file's ``snapshot`` section)."""
@@ -49,10 +57,7 @@ class SnapshotOptions:
     workers: int = 2  # chunks copied at once, each in its own process and read view
 
     def __post_init__(self) -> None:
-        for name in ("split_rows", "workers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
+        _counts_at_least_one(self)
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,7 @@ class ExtractOptions:
     workers: int = 2  # binlog files of a range read at once, each part by its own reader process
 
     def __post_init__(self) -> None:
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
-            raise ValueError(f"workers: must be a whole number >= 1, got {self.workers!r}")
+        _counts_at_least_one(self)
 
 
 class SecretsError(ValueError):

@@ -17,10 +17,8 @@ compressed event (MariaDB ``log_bin_compress``, MySQL ``binlog_transaction_compr
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import random
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
@@ -59,6 +57,7 @@ from .filters import TableFilter
 from ..settings import ExtractOptions, MySQLSettings
 from .leader import BinlogFile, Leader, PreflightError
 from .types import column_type
+from .workers import worker_pool
 from .writer import TableChangeWriter, TableSpec, WriterLimits
 
 log = logging.getLogger(__name__)
@@ -592,8 +591,7 @@ def _combine(reads: Sequence[RangeRead], parts: Sequence[ChangeBatch], range_: P
 
 
 def _read_parts(reads: list[RangeRead]) -> list[ChangeBatch]:
-    # spawn, not fork: the extract task's process has threads (Airflow's, boto3's)
-    with ProcessPoolExecutor(max_workers=len(reads), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(len(reads)) as pool:
         return list(pool.map(read_range, reads))
 
 

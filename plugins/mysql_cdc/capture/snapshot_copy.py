@@ -38,9 +38,8 @@ import hashlib
 import json
 import re
 import logging
-import multiprocessing
 import shutil
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable, Iterator, Sequence
 from urllib.parse import quote
@@ -68,6 +67,7 @@ from .extract import PART_MANIFEST, extract_range
 from .filters import TableFilter
 from .leader import Leader
 from .snapshot import LeaderSnapshot, SnapshotError, SnapshotTableWriter, quote_name
+from .workers import worker_pool
 from .writer import WriterLimits
 
 log = logging.getLogger(__name__)
@@ -376,9 +376,7 @@ class _Copy:
                 yield task, copy_chunk(task)
                 crash_point("copy_after_chunk")
             return
-        # spawn, not fork: the extract task's process has threads (Airflow's, boto3's)
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(self.options.workers, len(tasks)), mp_context=context) as pool:
+        with worker_pool(min(self.options.workers, len(tasks))) as pool:
             futures = {pool.submit(copy_chunk, task): task for task in tasks}
             for future in as_completed(futures):
                 yield futures[future], future.result()

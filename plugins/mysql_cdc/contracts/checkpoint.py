@@ -229,6 +229,11 @@ def write_table_position(conn, pipeline: str, position: TablePosition) -> None:
         )
 
 
+def _drop_table_positions(conn, pipeline: str) -> None:
+    with conn.cursor() as cur:
+        cur.execute(f"DELETE FROM {TABLE_POSITION_TABLE} WHERE pipeline = %s", (pipeline,))
+
+
 def rebase_checkpoint(conn, expected: Checkpoint, position: BinlogPosition, leader_id: str) -> list[TablePosition]:
     """Express the checkpoint in another leader's binlog (a failover: ``position`` is where its
     GTID set is on that leader), in one transaction, if it is still ``expected``. The follower's
@@ -246,8 +251,7 @@ def rebase_checkpoint(conn, expected: Checkpoint, position: BinlogPosition, lead
             )
         ahead = [p for p in read_table_positions(conn, expected.pipeline).by_table.values()
                  if p.state == COPYING or p.position > current.position]
-        with conn.cursor() as cur:
-            cur.execute(f"DELETE FROM {TABLE_POSITION_TABLE} WHERE pipeline = %s", (expected.pipeline,))
+        _drop_table_positions(conn, expected.pipeline)
         write_checkpoint(conn, Checkpoint(
             current.pipeline, position, current.gtid, current.batch_id, gtid_set=current.gtid_set,
             leader_id=leader_id,
@@ -275,8 +279,7 @@ def start_snapshot(conn, batch) -> Checkpoint:
             write_checkpoint(conn, checkpoint)
         if batch.segments and all(s.full for s in batch.segments):
             # a copy of every table gives every table its position: none of before stays
-            with conn.cursor() as cur:
-                cur.execute(f"DELETE FROM {TABLE_POSITION_TABLE} WHERE pipeline = %s", (batch.pipeline,))
+            _drop_table_positions(conn, batch.pipeline)
         for segment in batch.segments:
             write_table_position(conn, batch.pipeline, TablePosition(
                 segment.database, segment.table, segment.at, batch.batch_id, COPYING))
