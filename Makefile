@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # Debian packages the project needs: the MariaDB servers the tests and the demo start, the JDBC
-# driver jar for Spark, and the Java runtime spark-submit runs on.
-APT_PACKAGES := mariadb-server mariadb-client libmariadb-java openjdk-17-jre-headless
+# driver jar for Spark, the Java runtime spark-submit runs on, and the Chromium the browser tests
+# drive through Playwright (never a browser Playwright downloads).
+APT_PACKAGES := mariadb-server mariadb-client libmariadb-java openjdk-17-jre-headless chromium
 
 # MySQL (sid's mysql-9.x, the line after 8.4) unpacked into .local/mysql: tests and the demo run
 # capture and merge against it beside MariaDB (scripts/install_mysql.sh says how and why).

@@ -1,4 +1,7 @@
-"""One Airflow DAG per pipeline of the pipelines file: wait_for_changes -> extract_batch -> merge_batch.
+"""Two Airflow DAGs per pipeline of the pipelines file.
+
+``<name>``: wait_for_changes -> extract_batch -> merge_batch -> check_lag, on the pipeline's schedule.
+``<name>_verify``: verify_follower, on the ``verify`` section's schedule: checksums of every table.
 
 The file is ``$CDC_PIPELINES_FILE``, or ``pipelines.yaml`` beside this one. A mistake in it stops
 this file from importing, so the UI shows an import error naming the pipeline and the field
@@ -18,7 +21,8 @@ from pathlib import Path
 from airflow.sdk import DAG
 
 from mysql_cdc.backfill import backfill_params
-from mysql_cdc.operators import CdcExtractOperator, CdcMergeOperator
+from mysql_cdc.operators import CdcExtractOperator, CdcLagCheckOperator, CdcMergeOperator, CdcVerifyOperator
+from mysql_cdc.operators.callbacks import record_failure
 from mysql_cdc.pipeline_config import PIPELINES_FILE_ENV, PipelineConfig, load_pipelines
 from mysql_cdc.sensors import LeaderAdvancedSensor
 
@@ -42,6 +46,20 @@ again from the leader while the others keep streaming.
 **Airflow's date-range Backfill does not apply here**: a run reads the binlog from the pipeline's
 checkpoint, whatever its logical date, so runs for past dates would replay nothing of those dates.
 Its runs fail at once saying so; use *Replay binlog range* to read a range again.
+
+**check_lag** runs last in every run, even one with nothing new: it logs how far behind the follower
+is (binlog bytes, seconds), sends the figures as Airflow metrics (`mysql_cdc.{name}.*`){alert}.
+The **CDC pipelines** page (`/cdc/`) charts them with the batch history.
+"""
+
+VERIFY_DOC = """
+### Verification of MySQL CDC pipeline `{name}`
+
+Compares every captured table of the leader `{leader}` with the follower `{follower}` by checksums
+computed inside both databases, in primary-key chunks of {chunk_rows:,} keys (a keyless table as a
+whole, as a multiset). A chunk that differs is checked again after the next merge (up to {rechecks}
+times), so changes still in flight are not reported. Drift fails the run and names the manual run of
+`{name}` that repairs it (conf `{{"resnapshot": [...]}}`); the CDC page (`/cdc/`) shows the result.
 """
 
 
@@ -63,7 +81,9 @@ def build_dag(config: PipelineConfig) -> DAG:
         params=backfill_params(),
         tags=["mysql-cdc"],
         doc_md=DOC.format(name=config.name, wait=config.wait_timeout, leader=config.leader_conn_id,
-                          follower=config.follower_conn_id, storage=config.storage_uri),
+                          follower=config.follower_conn_id, storage=config.storage_uri, alert=(
+                              f", and fails past max_seconds_behind ({config.max_seconds_behind:g} s), which "
+                              "Airflow's failure alerting picks up" if config.max_seconds_behind else "")),
     ) as dag:
         wait = LeaderAdvancedSensor(
             task_id="wait_for_changes",
@@ -72,6 +92,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             follower_conn_id=config.follower_conn_id,
             timeout=config.wait_timeout,
             poke_interval=config.poke_interval,
+            heartbeat=config.heartbeat,
         )
         extract = CdcExtractOperator(
             task_id="extract_batch",
@@ -86,6 +107,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             on_purged=config.on_purged,
             snapshot_options=config.snapshot,
             extract_options=config.extract,
+            on_failure_callback=record_failure,
             **retry_args,
         )
         merge = CdcMergeOperator(
@@ -97,11 +119,45 @@ def build_dag(config: PipelineConfig) -> DAG:
             spark_conn_id=config.spark_conn_id,
             conf=dict(config.spark_conf),
             name=f"mysql-cdc-merge-{config.name}",
+            pipeline=config.name,
+            on_failure_callback=record_failure,
             **retry_args,
         )
-        wait >> extract >> merge
+        check = CdcLagCheckOperator(
+            task_id="check_lag",
+            pipeline=config.name,
+            leader_conn_id=config.leader_conn_id,
+            follower_conn_id=config.follower_conn_id,
+            max_seconds_behind=config.max_seconds_behind,
+            heartbeat=config.heartbeat,
+        )
+        wait >> extract >> merge >> check
+    return dag
+
+
+def build_verify_dag(config: PipelineConfig) -> DAG:
+    with DAG(
+        dag_id=f"{config.name}_verify",
+        schedule=config.verify.schedule,
+        start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        tags=["mysql-cdc"],
+        doc_md=VERIFY_DOC.format(name=config.name, leader=config.leader_conn_id, follower=config.follower_conn_id,
+                                 chunk_rows=config.verify.chunk_rows, rechecks=config.verify.rechecks),
+    ) as dag:
+        CdcVerifyOperator(
+            task_id="verify_follower",
+            pipeline=config.name,
+            leader_conn_id=config.leader_conn_id,
+            follower_conn_id=config.follower_conn_id,
+            include=config.include,
+            exclude=config.exclude,
+            options=config.verify,
+        )
     return dag
 
 
 for _config in load_pipelines(os.environ.get(PIPELINES_FILE_ENV) or DEFAULT_PIPELINES_FILE):
     globals()[_config.name] = build_dag(_config)
+    globals()[f"{_config.name}_verify"] = build_verify_dag(_config)

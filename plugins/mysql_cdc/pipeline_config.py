@@ -15,6 +15,9 @@ pipelines:
     on_purged: fail                 # fail | snapshot: what a run does when its binlog was purged
     snapshot: {split_rows: 500000, workers: 2}  # chunk size and parallel copies of a snapshot
     extract: {workers: 2}           # binlog files of a long range read at once
+    heartbeat: false                # true: each run commits a row on the leader (fresh lag figures)
+    max_seconds_behind: 900         # the check_lag task fails past this (null: no alert)
+    verify: {schedule: "@daily", chunk_rows: 100000, rechecks: 2, settle_timeout: 900}
 ```
 
 Optional tuning fields: ``wait_timeout`` (seconds the sensor waits for the leader to move before the
@@ -44,7 +47,7 @@ import yaml
 
 from .capture.filters import TableFilter
 from .contracts import BinlogPosition, InvalidPosition
-from .settings import ExtractOptions, SnapshotOptions
+from .settings import ExtractOptions, SnapshotOptions, VerifyOptions
 from .storage import normalize_uri, uri_scheme
 
 PIPELINES_FILE_ENV = "CDC_PIPELINES_FILE"
@@ -85,6 +88,9 @@ class PipelineConfig:
     spark_conf: tuple[tuple[str, str], ...] = ()  # Spark properties of the merge job's submit
     snapshot: SnapshotOptions = SnapshotOptions()
     extract: ExtractOptions = ExtractOptions()
+    heartbeat: bool = False  # each run commits a row on the leader first (monitor.heartbeat)
+    max_seconds_behind: float | None = None  # check_lag fails past it: Airflow's alerting picks it up
+    verify: VerifyOptions = VerifyOptions()  # the pipeline's verification DAG (monitor.verify)
 
     @property
     def table_filter(self) -> TableFilter:
@@ -167,6 +173,21 @@ def _options(kind: type) -> Callable[[Any], Any]:
     return check
 
 
+def _verify(value: Any) -> VerifyOptions:
+    options = _options(VerifyOptions)(value)
+    try:
+        _schedule(options.schedule)
+    except ValueError as exc:
+        raise ValueError(f"schedule: {exc}") from None
+    return options
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {value!r}")
+    return value
+
+
 def _start_position(value: Any) -> str:
     value = _text(value)
     if value in START_POSITIONS:
@@ -196,6 +217,10 @@ def _non_negative_seconds(value: Any) -> float:
     return float(value)
 
 
+def _optional_seconds(value: Any) -> float | None:
+    return None if value is None else _seconds(value)
+
+
 def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"must be a whole number >= 0, got {value!r}")
@@ -221,6 +246,9 @@ _CHECKS = {
     "spark_conf": _spark_conf,
     "snapshot": _options(SnapshotOptions),
     "extract": _options(ExtractOptions),
+    "heartbeat": _flag,
+    "max_seconds_behind": _optional_seconds,
+    "verify": _verify,
 }
 
 

@@ -70,6 +70,25 @@ class ExtractOptions:
         _counts_at_least_one(self)
 
 
+@dataclass(frozen=True)
+class VerifyOptions:
+    """The pipelines file's ``verify`` section."""
+
+    schedule: str | None = "@daily"  # the verification DAG's schedule (null: manual runs only)
+    chunk_rows: int = 100_000  # key values per checksum chunk
+    rechecks: int = 2  # merges to wait for before a still-differing chunk counts as drift
+    settle_timeout: float = 900.0  # seconds to wait for a merge before each recheck
+
+    def __post_init__(self) -> None:
+        for name in ("chunk_rows", "rechecks"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "chunk_rows" else 0):
+                raise ValueError(f"{name}: must be a whole number >= {1 if name == 'chunk_rows' else 0}, got {value!r}")
+        if isinstance(self.settle_timeout, bool) or not isinstance(self.settle_timeout, (int, float)) \
+                or self.settle_timeout <= 0:
+            raise ValueError(f"settle_timeout: must be a positive number of seconds, got {self.settle_timeout!r}")
+
+
 class SecretsError(ValueError):
     pass
 

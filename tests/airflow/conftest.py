@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,11 @@ if "airflow" in sys.modules:  # pragma: no cover - a guard for whoever reorders 
     raise RuntimeError("airflow was imported before tests/airflow/conftest.py could configure it")
 
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="mysql-cdc-airflow-home-"))
+# A real StatsD endpoint for Airflow's metrics: a UDP socket bound now, before Airflow reads its
+# configuration, so every datagram of the session queues here (see the `statsd` fixture).
+_STATSD = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+_STATSD.bind(("127.0.0.1", 0))
+_STATSD.setblocking(False)
 os.environ.update(
     {
         "AIRFLOW_HOME": str(_AIRFLOW_HOME),
@@ -42,6 +48,10 @@ os.environ.update(
         # Every session writes its own pipelines file (see `pipelines_file`); until then, parsing
         # the dags folder must not pick up the repository's default pipeline.
         "CDC_PIPELINES_FILE": str(_AIRFLOW_HOME / "pipelines.yaml"),
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(_STATSD.getsockname()[1]),
+        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
     }
 )
 
@@ -300,3 +310,127 @@ def task_logs() -> list[str]:
 @pytest.fixture
 def dag_runner(capfd, tmp_path_factory, task_logs, airflow_connections, spark_submit_spy) -> DagRunner:
     return DagRunner(capfd, tmp_path_factory.getbasetemp(), task_logs)
+
+
+class StatsdListener:
+    """The metrics Airflow sent to the session's StatsD socket: ``name:value|type`` lines."""
+
+    def drain(self) -> list[str]:
+        lines = []
+        while True:
+            try:
+                data = _STATSD.recv(65536)
+            except BlockingIOError:
+                return lines
+            lines.extend(data.decode().splitlines())
+
+
+@pytest.fixture(scope="session")
+def statsd() -> StatsdListener:
+    return StatsdListener()
+
+
+# -- the API server and a browser: the Airflow UI as a user sees it ------------------------------
+
+UI_USER, UI_PASSWORD = "cdc-admin", "ui-test-password-7f3a"
+BROWSER_ARGS = [  # Debian's chromium, started as the machine's own docs say it works here
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ApiServer:
+    url: str
+    log: Path
+
+    def token(self) -> str:
+        """A JWT for the test user, as a tool gets one (POST /auth/token)."""
+        import urllib.request
+
+        request = urllib.request.Request(
+            f"{self.url}/auth/token", json.dumps({"username": UI_USER, "password": UI_PASSWORD}).encode(),
+            {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())["access_token"]
+
+    def get(self, path: str, token: str | None = None) -> tuple[int, object]:
+        import urllib.error
+        import urllib.request
+
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(f"{self.url}{path}", headers=headers),
+                                        timeout=60) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+
+@pytest.fixture(scope="session")
+def api_server(airflow_connections, tmp_path_factory):
+    """``airflow api-server`` on a free port, sharing this session's metadata DB, connections and
+    pipelines file, with the plugins folder (the CDC page) and one simple-auth-manager user."""
+    home = tmp_path_factory.mktemp("api-server")
+    passwords = home / "passwords.json"
+    passwords.write_text(json.dumps({UI_USER: UI_PASSWORD}))
+    port = _free_port()
+    env = {**os.environ,
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{UI_USER}:admin",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+           "AIRFLOW__CORE__LAZY_LOAD_PLUGINS": "False"}
+    log = home / "api-server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(VENV_BIN / "airflow"), "api-server", "--port", str(port)], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server = ApiServer(f"http://127.0.0.1:{port}", log)
+    deadline = time.monotonic() + 120
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"airflow api-server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            status, _ = server.get("/api/v2/monitor/health")
+            if status == 200:
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"airflow api-server did not answer within 120 s:\n{log.read_text()[-3000:]}")
+        time.sleep(1)
+    yield server
+    os.killpg(proc.pid, 15)
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Debian chromium driven by Playwright (never a downloaded browser)."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=chromium, args=BROWSER_ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def logged_in_page(browser, api_server):
+    """A fresh browser context logged in through Airflow's own login form."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(f"{api_server.url}/cdc/")
+    page.fill("input[name=username]", UI_USER)
+    page.fill("input[name=password]", UI_PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/cdc/**")
+    yield page
+    context.close()

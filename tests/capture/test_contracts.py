@@ -31,7 +31,7 @@ def test_range_rejects_end_before_start():
 def _manifest(**extra):
     body = {"format_version": FORMAT_VERSION, "pipeline": "p", "batch_id": "x", "start": "b.000001:4", "end": "b.000001:9",
             "start_gtid": None, "end_gtid": None, "start_gtid_set": None, "end_gtid_set": None, "leader_id": None,
-            "server_flavor": "mariadb", "row_count": 0, "segments": []}
+            "end_time": None, "server_flavor": "mariadb", "row_count": 0, "segments": []}
     body.update(extra)
     return json.dumps(body)
 

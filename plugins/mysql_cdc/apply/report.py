@@ -63,6 +63,11 @@ class MergeSummary:
                 return
         self.tables.append(report)
 
+    @property
+    def net_rows(self) -> int:
+        """Rows the follower's tables gained, changed or lost (after netting changes per key)."""
+        return sum(t.inserted + t.updated + t.deleted for t in self.tables)
+
     def to_json(self) -> str:
         body = asdict(self)
         for report, data in zip(self.tables, body["tables"]):

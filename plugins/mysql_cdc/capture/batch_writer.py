@@ -114,7 +114,8 @@ class BatchWriter:
     # -- the manifest ---------------------------------------------------------------------------
 
     def commit(self, end: BinlogPosition, start_gtid: str | None, end_gtid: str | None,
-               start_gtid_set: str | None = None, end_gtid_set: str | None = None) -> ChangeBatch:
+               start_gtid_set: str | None = None, end_gtid_set: str | None = None,
+               end_time: int | None = None) -> ChangeBatch:
         """Close the last row segment at ``end`` and write the manifest: the batch now exists."""
         self.close_rows(end, end_gtid_set)
         batch = ChangeBatch(
@@ -128,6 +129,7 @@ class BatchWriter:
             start_gtid_set=start_gtid_set,
             end_gtid_set=end_gtid_set,
             leader_id=self.leader_id,
+            end_time=end_time,
             server_flavor=self.server_flavor,
             row_count=sum(getattr(s, "row_count", 0) for s in self.segments),
         )

@@ -126,6 +126,7 @@ class BatchBuilder:
 
         self.file = range_.start.file
         self.position = range_.start  # last transaction boundary passed
+        self.end_time: int | None = None  # commit time of the last transaction passed
         self.txn: _Transaction | None = None
         self.first_event = True
         # rows events inside one compressed transaction share its position: their rows are
@@ -260,7 +261,10 @@ class BatchBuilder:
             self.txn = _Transaction(start=start, gtid=None, timestamp=event.timestamp)
         return self.txn
 
-    def _end_transaction(self, after: BinlogPosition) -> None:
+    def _end_transaction(self, event, after: BinlogPosition) -> None:
+        # the event that ends a transaction carries its commit time (a GTID or BEGIN event only
+        # when the transaction started); the batch's end_time is the last one
+        self.end_time = event.timestamp
         if self.txn and self.txn.gtid:
             self.last_gtid = self.txn.gtid
             if self.executed is not None:
@@ -269,7 +273,7 @@ class BatchBuilder:
         self.position = after
 
     def _on_xid(self, event, start, after) -> None:
-        self._end_transaction(after)
+        self._end_transaction(event, after)
 
     def _on_query(self, event: QueryEvent, start, after) -> None:
         query = event.query.strip() if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
@@ -279,7 +283,7 @@ class BatchBuilder:
             self._begin_implicit(event, start).ends_with_statement = False
             return
         if head in ("COMMIT", "ROLLBACK"):
-            self._end_transaction(after)
+            self._end_transaction(event, after)
             return
         if head in _DML_VERBS:
             target = dml_target(query, schema)
@@ -301,7 +305,7 @@ class BatchBuilder:
             self._emit_ddl(parsed, query, schema, txn, after)
         # MySQL 8 logs an atomic CREATE TABLE … SELECT as "CREATE TABLE … START TRANSACTION" + rows
         if txn.ends_with_statement and not query.rstrip().upper().endswith("START TRANSACTION"):
-            self._end_transaction(after)  # DDL and account statements commit on their own
+            self._end_transaction(event, after)  # DDL and account statements commit on their own
 
     def _on_table_map(self, event: TableMapEvent, start, after) -> None:
         if not self.filter.captures_table(event.schema, event.table):
@@ -433,7 +437,8 @@ class BatchBuilder:
 
     def finish(self) -> ChangeBatch:
         end_set = str(self.executed) if self.executed is not None else None
-        return self.writer.commit(self.position, self.start_gtid, self.last_gtid, self.start_gtid_set, end_set)
+        return self.writer.commit(self.position, self.start_gtid, self.last_gtid, self.start_gtid_set, end_set,
+                                  self.end_time)
 
     _HANDLERS = {
         MariadbGtidEvent: _on_mariadb_gtid,
@@ -584,6 +589,7 @@ def _combine(reads: Sequence[RangeRead], parts: Sequence[ChangeBatch], range_: P
         pipeline=pipeline, batch_id=batch_id_for(range_), start=range_.start, end=range_.end,
         segments=tuple(segments), start_gtid=reads[0].start_gtid, end_gtid=last_gtids[-1],
         start_gtid_set=parts[0].start_gtid_set, end_gtid_set=parts[-1].end_gtid_set, leader_id=parts[0].leader_id,
+        end_time=next((p.end_time for p in reversed(parts) if p.end_time is not None), None),
         server_flavor=parts[0].server_flavor, row_count=sum(p.row_count for p in parts),
     )
     store.put_bytes(f"{prefix}/{MANIFEST_NAME}", batch.to_json().encode())

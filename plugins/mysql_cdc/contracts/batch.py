@@ -24,7 +24,7 @@ from typing import Any, Sequence, Union
 
 from .position import BinlogPosition, PositionRange
 
-FORMAT_VERSION = 2  # 2: snapshot segments carry their chunks and catch-up changes
+FORMAT_VERSION = 3  # 2: snapshot segments carry their chunks and catch-up changes; 3: end_time
 MANIFEST_NAME = "manifest.json"
 
 
@@ -341,6 +341,10 @@ class ChangeBatch:
     start_gtid_set: str | None = None
     end_gtid_set: str | None = None
     leader_id: str | None = None
+    # when the last transaction of the range committed, on the leader's clock (Unix seconds,
+    # from its binlog event header); None when the range holds no transaction (or is a copy).
+    # How far behind a follower is = now - this time of the last batch it applied (monitor.lag)
+    end_time: int | None = None
     server_flavor: str = "mariadb"  # "mariadb" or "mysql": DDL dialect of ``statement``s
     format_version: int = FORMAT_VERSION
     row_count: int = field(default=0)
@@ -369,6 +373,7 @@ class ChangeBatch:
             "start_gtid_set": self.start_gtid_set,
             "end_gtid_set": self.end_gtid_set,
             "leader_id": self.leader_id,
+            "end_time": self.end_time,
             "server_flavor": self.server_flavor,
             "row_count": self.row_count,
             "segments": [s.to_json() for s in self.segments],
@@ -410,6 +415,7 @@ class ChangeBatch:
             start_gtid_set=data["start_gtid_set"],
             end_gtid_set=data["end_gtid_set"],
             leader_id=data["leader_id"],
+            end_time=None if data["end_time"] is None else int(data["end_time"]),
             server_flavor=data["server_flavor"],
             format_version=data["format_version"],
             row_count=int(data["row_count"]),

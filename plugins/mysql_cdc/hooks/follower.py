@@ -19,6 +19,7 @@ from ..contracts import (
     read_checkpoint,
     write_checkpoint,
 )
+from ..contracts import history
 from ..settings import MySQLSettings
 from .connections import MySQLConnectionHook
 
@@ -145,3 +146,21 @@ class FollowerHook(MySQLConnectionHook):
             return rebase_checkpoint(conn, checkpoint, position, leader_id)
         finally:
             conn.close()
+
+    # -- the batch history (contracts.history) ------------------------------------------------
+
+    def _history(self, write, *args) -> None:
+        conn = connect_follower(self.settings)
+        try:
+            write(conn, *args)
+        finally:
+            conn.close()
+
+    def record_extracted(self, record: history.BatchRecord) -> None:
+        self._history(history.record_extracted, record)
+
+    def record_merged(self, pipeline: str, run_id: str, net_rows: int, seconds: float) -> None:
+        self._history(history.record_merged, pipeline, run_id, net_rows, seconds)
+
+    def record_failed(self, pipeline: str, run_id: str, kind: str, error: str) -> None:
+        self._history(history.record_failed, pipeline, run_id, kind, error)

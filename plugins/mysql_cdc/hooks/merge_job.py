@@ -165,6 +165,10 @@ class MergeJobHook(BaseHook):
                          f"applying batch {batch.range} ({batch.row_count} rows, {len(batch.segments)} segments) "
                          f"on checkpoint {checkpoint.position}")
 
+    def record_merged(self, plan: MergePlan, run_id: str, net_rows: int, seconds: float) -> None:
+        """Complete the run's row of the batch history (``contracts.history``)."""
+        self.follower.record_merged(plan.batch.pipeline, run_id, net_rows, round(seconds, 3))
+
     def advance(self, plan: MergePlan) -> bool:
         """Move the checkpoint across an empty batch; False if it moved meanwhile (then submit)."""
         return self.follower.advance_over_empty_batch(plan.batch)

@@ -6,6 +6,7 @@ the next batch (or a backfill's). The rules of which range to read live here, on
 
 from __future__ import annotations
 
+import datetime as dt
 import glob
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,9 +16,12 @@ from airflow.sdk import BaseHook
 
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
-from ..settings import ExtractOptions, SnapshotOptions
 from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, PositionRange, already_applied
-from ..settings import MySQLSettings
+from ..contracts.history import EXTRACTED, BatchRecord
+from ..monitor.heartbeat import write_heartbeat
+from ..monitor.lag import PipelineFigures, pipeline_figures
+from ..monitor.verify import VerificationResult, verify_pipeline
+from ..settings import ExtractOptions, MySQLSettings, SnapshotOptions, VerifyOptions
 from .follower import FollowerHook, checkpoint_of, table_positions_of
 from .leader import LeaderHook
 from .storage import BatchStorageHook
@@ -81,8 +85,26 @@ class ExtractResult:
             "segments": len(self.batch.segments),
             "manifest_uri": self.manifest_uri,
             "backfill": self.backfill,
-            "kind": "snapshot" if self.batch.is_snapshot else "stream",
+            "kind": self.kind,
         }
+
+    @property
+    def kind(self) -> str:
+        """``snapshot`` (a copy), ``replay`` (a range the run gave) or ``stream`` (the next range)."""
+        if self.batch is not None and self.batch.is_snapshot:
+            return "snapshot"
+        return "replay" if self.backfill else "stream"
+
+    def record(self, run_id: str, seconds: float) -> BatchRecord:
+        """The run's row of the batch history."""
+        batch = self.batch
+        end_time = batch.end_time if batch is not None else None
+        return BatchRecord(
+            pipeline=batch.pipeline, run_id=run_id, kind=self.kind, status=EXTRACTED, batch_id=batch.batch_id,
+            start_position=str(self.range.start), end_position=str(self.range.end),
+            end_time=dt.datetime.fromtimestamp(end_time, dt.timezone.utc).replace(tzinfo=None) if end_time else None,
+            rows_in=batch.row_count, extract_seconds=round(seconds, 3),
+        )
 
 
 class CdcPipelineHook(BaseHook):
@@ -131,6 +153,24 @@ class CdcPipelineHook(BaseHook):
 
     def change_status(self) -> ChangeStatus:
         return change_status(self.leader.settings, self.follower.settings, self.pipeline)
+
+    # -- operating it (monitor) ---------------------------------------------------------------
+
+    def write_heartbeat(self) -> None:
+        write_heartbeat(self.leader.settings, self.pipeline)
+
+    def figures(self, heartbeat: bool = False) -> PipelineFigures:
+        """Lag and history, read live from the leader and the follower (``monitor.lag``)."""
+        return pipeline_figures(self.pipeline, self.leader.settings, self.follower.settings, heartbeat=heartbeat)
+
+    def verify(self, options: VerifyOptions) -> VerificationResult:
+        """Checksum every captured table on both sides (``monitor.verify``); the result is kept."""
+        return verify_pipeline(self.pipeline, self.leader.settings, self.follower.settings, self.table_filter,
+                               options, log=self.log.info)
+
+    def record_extract(self, result: ExtractResult, run_id: str, seconds: float) -> None:
+        if result.batch is not None:
+            self.follower.record_extracted(result.record(run_id, seconds))
 
     def _snapshot(self, only: Sequence[str] | None) -> ExtractResult:
         """Copy the tables (all, or those matching ``only``) and record the copy as unfinished on

@@ -1,6 +1,8 @@
 """Airflow operators."""
 
+from .check import CdcLagCheckOperator
 from .extract import CdcExtractOperator
 from .merge import CdcMergeOperator
+from .verify import CdcVerifyOperator
 
-__all__ = ["CdcExtractOperator", "CdcMergeOperator"]
+__all__ = ["CdcExtractOperator", "CdcLagCheckOperator", "CdcMergeOperator", "CdcVerifyOperator"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from functools import cached_property
 from typing import Any, Sequence
 
@@ -18,6 +19,7 @@ from ..hooks.pipeline import CdcPipelineHook
 from ..hooks.storage import BatchStorageHook
 from ..settings import ExtractOptions, SnapshotOptions
 from ..storage import batches_uri
+from . import metrics
 
 
 def batches_asset(storage_uri: str, pipeline: str) -> Asset:
@@ -67,6 +69,7 @@ class CdcExtractOperator(BaseOperator):
         )
 
     def execute(self, context: Context) -> str:
+        started = time.monotonic()
         try:
             params = context["params"]
             result = self.hook.extract(backfill_range(params), resnapshot_tables(params))
@@ -74,6 +77,9 @@ class CdcExtractOperator(BaseOperator):
             raise AirflowFailException(str(exc)) from None  # retrying cannot fix a bad range
         if result.batch is None:
             raise AirflowSkipException(f"nothing to extract: {result.range} is empty")
+        seconds = time.monotonic() - started
+        self.hook.record_extract(result, context["run_id"], seconds)
+        metrics.batch_extracted(self.pipeline, result.batch.row_count, seconds)
         for asset in self.outlets:
             context["outlet_events"][asset].extra = result.asset_extra()
         self.log.info("batch %s: %d rows in %d segments -> %s", result.batch.batch_id,

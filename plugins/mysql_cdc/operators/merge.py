@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-
+import time
 from functools import cached_property
 from typing import Any, Sequence
 
@@ -14,6 +14,7 @@ from ..contracts import ReplayError
 from ..hooks.follower import FollowerHook
 from ..hooks.merge_job import ADVANCE, SKIP, MergeJobHook
 from ..hooks.storage import BatchStorageHook
+from . import metrics
 
 
 class CdcMergeOperator(BaseOperator):
@@ -33,8 +34,9 @@ class CdcMergeOperator(BaseOperator):
                  follower_conn_id: str = FollowerHook.default_conn_name,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  spark_conn_id: str = "spark_default", conf: dict[str, Any] | None = None,
-                 name: str = "mysql-cdc-merge", **kwargs: Any):
+                 name: str = "mysql-cdc-merge", pipeline: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
+        self.pipeline = pipeline  # for the failure callback's history row (the batch names its own)
         self.manifest_uri = manifest_uri
         self.storage_uri = storage_uri
         self.follower_conn_id = follower_conn_id
@@ -55,12 +57,18 @@ class CdcMergeOperator(BaseOperator):
         except ReplayError as exc:
             raise AirflowFailException(str(exc)) from None  # retrying cannot fix a gap
         self.log.info(plan.reason)
+        started, run_id = time.monotonic(), context["run_id"]
         if plan.action == SKIP:
+            self.hook.record_merged(plan, run_id, 0, 0.0)
             raise AirflowSkipException(plan.reason)
         if plan.action == ADVANCE and self.hook.advance(plan):
+            self.hook.record_merged(plan, run_id, 0, time.monotonic() - started)
             self.log.info("checkpoint moved to %s without Spark", plan.batch.end)
             return
         summary = self.hook.submit(self.manifest_uri, self.name, self.conf)
+        seconds, net_rows = time.monotonic() - started, summary.net_rows if summary else 0
+        self.hook.record_merged(plan, run_id, net_rows, seconds)
+        metrics.batch_merged(plan.batch.pipeline, net_rows, seconds)
         if summary is None:
             return None
         for line in summary.describe():  # last in the log, under Spark's lines: what the run did

@@ -34,6 +34,9 @@ class LeaderAdvancedSensor(BaseSensorOperator):
       nothing to wait for;
     - a run of an Airflow date-range backfill: failed at once, saying why and what to use instead;
     - nothing new within ``timeout``: the task ends SKIPPED, and so do extract and merge.
+
+    With ``heartbeat``, a regular run first commits the pipeline's heartbeat row on the leader,
+    so the run always carries a fresh transaction and the lag figures stay true on an idle leader.
     """
 
     template_fields: Sequence[str] = ("pipeline", "leader_conn_id", "follower_conn_id")
@@ -41,8 +44,9 @@ class LeaderAdvancedSensor(BaseSensorOperator):
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
                  follower_conn_id: str = FollowerHook.default_conn_name, timeout: float = 10,
-                 poke_interval: float = 2, **kwargs: Any):
+                 poke_interval: float = 2, heartbeat: bool = False, **kwargs: Any):
         super().__init__(timeout=timeout, poke_interval=poke_interval, **kwargs)
+        self.heartbeat = heartbeat  # commit a row on the leader first (monitor.heartbeat)
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
         self.follower_conn_id = follower_conn_id
@@ -63,6 +67,8 @@ class LeaderAdvancedSensor(BaseSensorOperator):
                 return None
         except BackfillParamError as exc:
             raise AirflowFailException(str(exc)) from None
+        if self.heartbeat:
+            self.hook.write_heartbeat()
         status = self.hook.change_status()
         self.log.info("pipeline %s: %s", self.pipeline, status.describe())
         if status.has_changes:

@@ -1,4 +1,5 @@
-"""The DAG factory: one DAG per pipeline, its shape, and import errors that name the bad field."""
+"""The DAG factory: a pipeline DAG and a verification DAG per pipeline, their shapes, and import
+errors that name the bad field."""
 
 from __future__ import annotations
 
@@ -33,16 +34,22 @@ def dag_bag(monkeypatch, pipelines: Path | None):
     return DagBag(dag_folder=str(DAG_FILE))
 
 
-def test_one_dag_per_pipeline(monkeypatch, tmp_path):
+def test_two_dags_per_pipeline(monkeypatch, tmp_path):
     bag = dag_bag(monkeypatch, pipelines_file(tmp_path, ENTRY, {**ENTRY, "name": "crm_cdc", "include": ["crm.*"]}))
     assert not bag.import_errors
-    assert sorted(bag.dag_ids) == ["crm_cdc", "shop_cdc"]
+    assert sorted(bag.dag_ids) == ["crm_cdc", "crm_cdc_verify", "shop_cdc", "shop_cdc_verify"]
 
 
 def test_dag_shape(monkeypatch, tmp_path):
     dag = dag_bag(monkeypatch, pipelines_file(tmp_path, ENTRY)).get_dag("shop_cdc")
-    wait, extract, merge = (dag.get_task(t) for t in ("wait_for_changes", "extract_batch", "merge_batch"))
+    wait, extract, merge, check = (dag.get_task(t) for t in ("wait_for_changes", "extract_batch", "merge_batch",
+                                                             "check_lag"))
     assert wait.downstream_task_ids == {"extract_batch"} and extract.downstream_task_ids == {"merge_batch"}
+    assert merge.downstream_task_ids == {"check_lag"}
+    # lag is checked after every run, also one whose extract and merge skipped (nothing new)
+    assert check.trigger_rule == "none_failed"
+    assert (check.max_seconds_behind, check.heartbeat, wait.heartbeat) == (None, False, False)
+    assert extract.on_failure_callback and merge.on_failure_callback  # failures go into the history
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert dag.timetable.expression == "*/5 * * * *"
     assert set(dag.params) == {"start", "end", "resnapshot"}
@@ -82,3 +89,23 @@ def test_the_default_pipelines_file_gives_the_demo_dag(monkeypatch):
     dag = bag.get_dag("mysql_cdc")
     assert dag.get_task("extract_batch").leader_conn_id == "mysql_leader"
     assert dag.get_task("merge_batch").spark_conn_id == "spark_default"
+
+
+def test_monitoring_options_reach_the_tasks(monkeypatch, tmp_path):
+    entry = {**ENTRY, "heartbeat": True, "max_seconds_behind": 600,
+             "verify": {"schedule": "0 3 * * *", "chunk_rows": 5000, "rechecks": 1}}
+    bag = dag_bag(monkeypatch, pipelines_file(tmp_path, entry))
+    dag, verify_dag = bag.get_dag("shop_cdc"), bag.get_dag("shop_cdc_verify")
+    assert dag.get_task("wait_for_changes").heartbeat is True
+    check = dag.get_task("check_lag")
+    assert (check.max_seconds_behind, check.heartbeat) == (600, True)
+    assert "fails past max_seconds_behind (600 s)" in dag.doc_md
+    verify = verify_dag.get_task("verify_follower")
+    assert verify_dag.timetable.expression == "0 3 * * *"
+    assert (verify.options.chunk_rows, verify.options.rechecks, verify.include) == (5000, 1, ("shop.*",))
+
+
+def test_bad_verify_schedule_is_named(monkeypatch, tmp_path):
+    bag = dag_bag(monkeypatch, pipelines_file(tmp_path, {**ENTRY, "verify": {"schedule": "nightly"}}))
+    (message,) = bag.import_errors.values()
+    assert "field 'verify': schedule: 'nightly' is not a cron expression" in message

@@ -1,0 +1,167 @@
+"""The batch history: one row per pipeline run that read a batch, beside the checkpoint.
+
+The extract task writes the row (range, rows, seconds, the commit time of the range's last
+transaction); the merge task completes it (rows written, seconds); a failed task marks it. It is
+what the CDC page charts and what ``GET /cdc/api/pipelines`` reports as ``last_batch``; the lag
+figures take the commit time of the last applied transaction from it (``monitor.lag``).
+
+The history is a record of runs, not a part of the follower's state: nothing reads it to decide
+what to apply (the checkpoint alone does), so it is written in its own short transactions.
+Functions take any DB-API connection (PyMySQL) in autocommit or not; each commits its write.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, fields
+
+from .checkpoint import CHECKPOINT_SCHEMA, _absent
+
+HISTORY_TABLE = f"`{CHECKPOINT_SCHEMA}`.`batch_history`"
+EXTRACTED, MERGED, FAILED = "extracted", "merged", "failed"
+
+CREATE_SQL = (
+    f"CREATE DATABASE IF NOT EXISTS `{CHECKPOINT_SCHEMA}`",
+    f"""CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} (
+        id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        pipeline VARCHAR(190) NOT NULL,
+        run_id VARCHAR(250) NOT NULL,
+        batch_id VARCHAR(255) NULL,
+        kind VARCHAR(16) NOT NULL,
+        start_position VARCHAR(300) NULL,
+        end_position VARCHAR(300) NULL,
+        end_time DATETIME(6) NULL,
+        rows_in BIGINT NOT NULL DEFAULT 0,
+        net_rows BIGINT NULL,
+        extract_seconds DOUBLE NULL,
+        merge_seconds DOUBLE NULL,
+        status VARCHAR(16) NOT NULL,
+        error TEXT NULL,
+        extracted_at DATETIME(6) NULL,
+        merged_at DATETIME(6) NULL,
+        UNIQUE KEY run (pipeline, run_id),
+        KEY recent (pipeline, id)
+    ) ENGINE=InnoDB""",
+)
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One run's batch. ``kind``: ``stream`` (the next range), ``replay`` (a range given by the
+    run) or ``snapshot`` (a copy). ``end_time``: the leader's commit time of the range's last
+    transaction, UTC (None for a copy or an empty range). ``net_rows``: the rows the merge
+    inserted, updated and deleted after netting the changes per key."""
+
+    pipeline: str
+    run_id: str
+    kind: str
+    status: str
+    batch_id: str | None = None
+    start_position: str | None = None
+    end_position: str | None = None
+    end_time: dt.datetime | None = None
+    rows_in: int = 0
+    net_rows: int | None = None
+    extract_seconds: float | None = None
+    merge_seconds: float | None = None
+    error: str | None = None
+    extracted_at: dt.datetime | None = None
+    merged_at: dt.datetime | None = None
+
+    def rate(self, seconds: float | None) -> float | None:
+        """Rows per second of one step, when it took measurable time."""
+        return round(self.rows_in / seconds, 1) if seconds else None
+
+    def to_json(self) -> dict:
+        body = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("end_time", "extracted_at", "merged_at"):
+            value = body[name]
+            body[name] = value.replace(tzinfo=dt.timezone.utc).isoformat() if value else None
+        body["extract_rows_per_second"] = self.rate(self.extract_seconds)
+        body["merge_rows_per_second"] = self.rate(self.merge_seconds)
+        return body
+
+
+_COLUMNS = tuple(f.name for f in fields(BatchRecord))
+
+
+def ensure_history_table(conn) -> None:
+    with conn.cursor() as cur:
+        for stmt in CREATE_SQL:
+            cur.execute(stmt)
+
+
+def record_extracted(conn, record: BatchRecord) -> None:
+    """The extract task's row; a retried run (same run id) overwrites its earlier attempt."""
+    ensure_history_table(conn)
+    with conn.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {HISTORY_TABLE} (pipeline, run_id, batch_id, kind, start_position, end_position, end_time, "
+            "rows_in, extract_seconds, status, extracted_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, UTC_TIMESTAMP(6)) "
+            "ON DUPLICATE KEY UPDATE batch_id = VALUES(batch_id), kind = VALUES(kind), "
+            "start_position = VALUES(start_position), end_position = VALUES(end_position), "
+            "end_time = VALUES(end_time), rows_in = VALUES(rows_in), extract_seconds = VALUES(extract_seconds), "
+            "status = VALUES(status), error = NULL, extracted_at = VALUES(extracted_at), net_rows = NULL, "
+            "merge_seconds = NULL, merged_at = NULL",
+            (record.pipeline, record.run_id, record.batch_id, record.kind, record.start_position,
+             record.end_position, record.end_time, record.rows_in, record.extract_seconds, EXTRACTED),
+        )
+    conn.commit()
+
+
+def record_merged(conn, pipeline: str, run_id: str, net_rows: int, merge_seconds: float) -> None:
+    ensure_history_table(conn)
+    with conn.cursor() as cur:
+        cur.execute(
+            f"UPDATE {HISTORY_TABLE} SET status = %s, net_rows = %s, merge_seconds = %s, error = NULL, "
+            "merged_at = UTC_TIMESTAMP(6) WHERE pipeline = %s AND run_id = %s",
+            (MERGED, net_rows, merge_seconds, pipeline, run_id),
+        )
+    conn.commit()
+
+
+def record_failed(conn, pipeline: str, run_id: str, kind: str, error: str) -> None:
+    """A task of the run failed: its row (created if the extract never wrote one) says why."""
+    ensure_history_table(conn)
+    with conn.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {HISTORY_TABLE} (pipeline, run_id, kind, status, error) VALUES (%s, %s, %s, %s, %s) "
+            "ON DUPLICATE KEY UPDATE status = VALUES(status), error = VALUES(error)",
+            (pipeline, run_id, kind, FAILED, error[:4000]),
+        )
+    conn.commit()
+
+
+def read_history(conn, pipeline: str, limit: int = 50) -> list[BatchRecord]:
+    """The pipeline's latest runs, newest first ([] before its first)."""
+    import pymysql
+
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM {HISTORY_TABLE} WHERE pipeline = %s ORDER BY id DESC "
+                        "LIMIT %s", (pipeline, limit))
+            rows = cur.fetchall()
+    except pymysql.MySQLError as exc:
+        if _absent(exc):
+            return []
+        raise
+    return [BatchRecord(**dict(zip(_COLUMNS, row if not isinstance(row, dict) else row.values()))) for row in rows]
+
+
+def last_applied_time(conn, pipeline: str) -> dt.datetime | None:
+    """The leader's commit time (UTC) of the last transaction the follower applied, as far as the
+    history knows it: the latest ``end_time`` of the merged batches (a replay of an old range,
+    merged later, does not move it back)."""
+    import pymysql
+
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT MAX(end_time) FROM {HISTORY_TABLE} WHERE pipeline = %s AND status = %s",
+                        (pipeline, MERGED))
+            row = cur.fetchone()
+    except pymysql.MySQLError as exc:
+        if _absent(exc):
+            return None
+        raise
+    return None if row is None else (row[0] if not isinstance(row, dict) else next(iter(row.values())))

@@ -1,0 +1,315 @@
+"""Is the follower really equal? Table-by-table checksums computed inside both databases.
+
+As pt-table-checksum does: each row is hashed by the server (``CRC32`` of its columns joined with
+a separator, plus a NULL bitmap so NULL and '' differ), and the hashes of a chunk of the primary
+key are aggregated into a count, a sum and an xor. Only those three numbers per chunk cross the
+network. The sum makes the aggregate a multiset hash, so a keyless table (one chunk, compared as a
+multiset) with a duplicated row does not cancel out as it would under xor alone.
+
+The leader keeps writing while we compare, and the follower trails it by up to a schedule
+interval, so a chunk can differ only because its changes are in flight. A mismatching chunk is
+therefore checked again after the follower's checkpoint has passed the leader's position of the
+first check (the next merge), up to ``rechecks`` times; only a chunk that still differs is drift.
+Drifted tables are repaired with a resnapshot run, which the result names.
+
+The result is kept on the follower (``_mysql_cdc.verification``) for the CDC page and the API.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import pymysql
+
+from ..capture.filters import TableFilter
+from ..capture.leader import Leader
+from ..capture.snapshot import quote_name
+from ..contracts import CHECKPOINT_SCHEMA, BinlogPosition, read_checkpoint
+from ..contracts.checkpoint import _absent
+from ..settings import MySQLSettings, VerifyOptions
+
+VERIFICATION_TABLE = f"`{CHECKPOINT_SCHEMA}`.`verification`"
+CREATE_SQL = (
+    f"CREATE DATABASE IF NOT EXISTS `{CHECKPOINT_SCHEMA}`",
+    f"""CREATE TABLE IF NOT EXISTS {VERIFICATION_TABLE} (
+        id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        pipeline VARCHAR(190) NOT NULL,
+        started_at DATETIME(6) NOT NULL,
+        finished_at DATETIME(6) NOT NULL,
+        status VARCHAR(16) NOT NULL,
+        result JSON NOT NULL,
+        KEY recent (pipeline, id)
+    ) ENGINE=InnoDB""",
+)
+OK, DRIFT = "ok", "drift"
+
+
+@dataclass(frozen=True)
+class ChunkSum:
+    """A chunk's aggregate on one server: rows, sum and xor of their CRC32s."""
+
+    rows: int
+    crc_sum: int
+    crc_xor: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Rows of a table whose first key column is in ``[lo, hi)`` (None: open on that side); a
+    keyless table is one chunk of everything."""
+
+    index: int
+    lo: Any = None
+    hi: Any = None
+
+    def where(self, column: str | None) -> tuple[str, list]:
+        if column is None:
+            return "", []
+        conditions, args = [], []
+        if self.lo is not None:
+            conditions.append(f"{quote_name(column)} >= %s")
+            args.append(self.lo)
+        if self.hi is not None:
+            conditions.append(f"{quote_name(column)} < %s")
+            args.append(self.hi)
+        return (" WHERE " + " AND ".join(conditions)) if conditions else "", args
+
+
+@dataclass
+class DriftedChunk:
+    table: str
+    index: int
+    lo: Any
+    hi: Any
+    leader_rows: int
+    follower_rows: int
+
+
+@dataclass
+class VerificationResult:
+    pipeline: str
+    started_at: dt.datetime
+    finished_at: dt.datetime | None = None
+    tables: int = 0
+    chunks: int = 0
+    rows: int = 0
+    rechecked: int = 0
+    drifted: list[DriftedChunk] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # tables the follower lacks
+
+    @property
+    def status(self) -> str:
+        return DRIFT if self.drifted or self.missing else OK
+
+    @property
+    def drifted_tables(self) -> list[str]:
+        return sorted({c.table for c in self.drifted} | set(self.missing))
+
+    def resnapshot_conf(self) -> dict:
+        """The manual run's conf that repairs the drifted tables."""
+        return {"resnapshot": self.drifted_tables}
+
+    def describe(self) -> str:
+        head = (f"{self.tables} table(s), {self.chunks} chunk(s), {self.rows:,} leader rows compared, "
+                f"{self.rechecked} chunk(s) rechecked after a merge")
+        if self.status == OK:
+            return f"pipeline {self.pipeline}: follower equals leader: {head}"
+        return (f"pipeline {self.pipeline}: DRIFT in {', '.join(self.drifted_tables)} ({head}); repair with a manual "
+                f"run with conf {json.dumps(self.resnapshot_conf())}")
+
+    def to_json(self) -> dict:
+        body = asdict(self)
+        body.update(status=self.status, drifted_tables=self.drifted_tables, resnapshot=self.resnapshot_conf(),
+                    started_at=_iso(self.started_at), finished_at=_iso(self.finished_at))
+        body["drifted"] = [{**d, "lo": _plain(d["lo"]), "hi": _plain(d["hi"])} for d in body["drifted"]]
+        return body
+
+    @classmethod
+    def from_json(cls, body: dict) -> "VerificationResult":
+        return cls(
+            pipeline=body["pipeline"], started_at=dt.datetime.fromisoformat(body["started_at"]),
+            finished_at=dt.datetime.fromisoformat(body["finished_at"]) if body["finished_at"] else None,
+            tables=body["tables"], chunks=body["chunks"], rows=body["rows"], rechecked=body["rechecked"],
+            drifted=[DriftedChunk(**d) for d in body["drifted"]], missing=list(body["missing"]),
+        )
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.astimezone(dt.timezone.utc).isoformat() if value else None
+
+
+def _plain(value: Any) -> Any:
+    """A chunk bound as JSON (bounds are key values: numbers, text, bytes or dates)."""
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, (dt.date, dt.datetime, dt.time, dt.timedelta)):
+        return str(value)
+    return value if value is None or isinstance(value, (int, float, str)) else str(value)
+
+
+# -- the checksum queries ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableShape:
+    database: str
+    table: str
+    columns: tuple[str, ...]
+    key: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    @property
+    def split_column(self) -> str | None:
+        return self.key[0] if self.key else None
+
+    def checksum_sql(self, where: str) -> str:
+        cols = [quote_name(c) for c in self.columns]
+        # the NULL bitmap tells NULL from the empty string, which CONCAT_WS would both skip
+        nulls = "CONCAT(" + ", ".join(f"ISNULL({c})" for c in cols) + ")"
+        row_hash = f"CRC32(CONCAT_WS('#', {', '.join(cols)}, {nulls}))"
+        return (f"SELECT COUNT(*), COALESCE(SUM({row_hash}), 0), COALESCE(BIT_XOR({row_hash}), 0) "
+                f"FROM {quote_name(self.database)}.{quote_name(self.table)}{where}")
+
+
+def chunk_sum(conn, shape: TableShape, chunk: Chunk) -> ChunkSum | None:
+    """The chunk's aggregate on one server; None when the table does not exist there."""
+    where, args = chunk.where(shape.split_column)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(shape.checksum_sql(where), args or None)
+            rows, crc_sum, crc_xor = cur.fetchone()
+    except pymysql.MySQLError as exc:
+        if _absent(exc):
+            return None
+        raise
+    return ChunkSum(int(rows), int(crc_sum), int(crc_xor))
+
+
+def table_shapes(conn, table_filter: TableFilter) -> list[TableShape]:
+    """The leader's captured base tables, their columns (generated ones too: both sides compute
+    them alike) and primary keys."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME FROM information_schema.COLUMNS c "
+            "JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
+            "WHERE t.TABLE_TYPE = 'BASE TABLE' ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION")
+        columns: dict[tuple[str, str], list[str]] = {}
+        for db, table, column in cur.fetchall():
+            if table_filter.captures_table(db, table):
+                columns.setdefault((db, table), []).append(column)
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+                    "WHERE INDEX_NAME = 'PRIMARY' ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX")
+        keys: dict[tuple[str, str], list[str]] = {}
+        for db, table, column in cur.fetchall():
+            keys.setdefault((db, table), []).append(column)
+    return [TableShape(db, table, tuple(cols), tuple(keys.get((db, table), ()))) for (db, table), cols in
+            sorted(columns.items())]
+
+
+def plan_chunks(conn, shape: TableShape, chunk_rows: int) -> list[Chunk]:
+    """Chunks of about ``chunk_rows`` rows by the first key column, bounds read off the leader's
+    index; a keyless table is one chunk. Rows sharing a first-column value (a composite key) stay
+    in one chunk, so every chunk is the same set of rows on both sides."""
+    column = shape.split_column
+    if column is None:
+        return [Chunk(0)]
+    table = f"{quote_name(shape.database)}.{quote_name(shape.table)}"
+    with conn.cursor() as cur:
+        # every chunk_rows-th distinct value, numbered by the server: only the bounds come back
+        cur.execute(
+            f"SELECT v FROM (SELECT v, ROW_NUMBER() OVER (ORDER BY v) AS n FROM (SELECT DISTINCT "
+            f"{quote_name(column)} AS v FROM {table}) d) numbered WHERE n > 1 AND MOD(n - 1, %s) = 0 ORDER BY n",
+            (chunk_rows,))
+        bounds = [r[0] for r in cur.fetchall()]
+    edges = [None, *bounds, None]
+    return [Chunk(i, lo, hi) for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))]
+
+
+# -- one verification ----------------------------------------------------------------------------
+
+
+def wait_for_merge(follower_conn, pipeline: str, past: BinlogPosition, timeout: float,
+                   sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Wait until the pipeline's checkpoint is at or past ``past``; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        checkpoint = read_checkpoint(follower_conn, pipeline)
+        if checkpoint is not None and checkpoint.position >= past:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        sleep(min(2.0, max(0.1, deadline - time.monotonic())))
+
+
+def verify_pipeline(pipeline: str, leader: MySQLSettings, follower: MySQLSettings, table_filter: TableFilter,
+                    options: VerifyOptions = VerifyOptions(), log: Callable[[str], None] = print) -> VerificationResult:
+    """Compare every captured table, recheck what differs after merges, record and return the result."""
+    result = VerificationResult(pipeline, dt.datetime.now(dt.timezone.utc))
+    with Leader(leader) as server:
+        lconn, fconn = server.conn, follower.connect()
+        try:
+            suspects: list[tuple[TableShape, Chunk]] = []
+            for shape in table_shapes(lconn, table_filter):
+                result.tables += 1
+                for chunk in plan_chunks(lconn, shape, options.chunk_rows):
+                    result.chunks += 1
+                    ours = chunk_sum(lconn, shape, chunk)
+                    result.rows += ours.rows
+                    theirs = chunk_sum(fconn, shape, chunk)
+                    if theirs is None:
+                        result.missing.append(shape.name)
+                        break
+                    if ours != theirs:
+                        suspects.append((shape, chunk))
+            for round_ in range(options.rechecks):
+                if not suspects:
+                    break
+                at = server.current_position()
+                log(f"{len(suspects)} chunk(s) differ; waiting for the follower to pass {at} (recheck {round_ + 1} "
+                    f"of {options.rechecks})")
+                if not wait_for_merge(fconn, pipeline, at, options.settle_timeout):
+                    log(f"the pipeline did not merge past {at} within {options.settle_timeout:g}s; rechecking anyway")
+                result.rechecked += len(suspects)
+                suspects = [(s, c) for s, c in suspects if chunk_sum(lconn, s, c) != chunk_sum(fconn, s, c)]
+            for shape, chunk in suspects:
+                ours, theirs = chunk_sum(lconn, shape, chunk), chunk_sum(fconn, shape, chunk)
+                result.drifted.append(DriftedChunk(shape.name, chunk.index, chunk.lo, chunk.hi, ours.rows,
+                                                   theirs.rows if theirs else 0))
+            result.finished_at = dt.datetime.now(dt.timezone.utc)
+            record_verification(fconn, result)
+        finally:
+            fconn.close()
+    return result
+
+
+def record_verification(conn, result: VerificationResult) -> None:
+    with conn.cursor() as cur:
+        for stmt in CREATE_SQL:
+            cur.execute(stmt)
+        cur.execute(
+            f"INSERT INTO {VERIFICATION_TABLE} (pipeline, started_at, finished_at, status, result) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            (result.pipeline, result.started_at.replace(tzinfo=None), result.finished_at.replace(tzinfo=None),
+             result.status, json.dumps(result.to_json())),
+        )
+    conn.commit()
+
+
+def latest_verification(conn, pipeline: str) -> VerificationResult | None:
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT result FROM {VERIFICATION_TABLE} WHERE pipeline = %s ORDER BY id DESC LIMIT 1",
+                        (pipeline,))
+            row = cur.fetchone()
+    except pymysql.MySQLError as exc:
+        if _absent(exc):
+            return None
+        raise
+    return VerificationResult.from_json(json.loads(row[0])) if row else None
