@@ -272,13 +272,16 @@ class DagRunner:
         self.log_dir = log_dir
         self.all_logs = all_logs
 
-    def run(self, dag_id: str, conf: dict | None = None) -> RunResult:
+    def run(self, dag_id: str, conf: dict | None = None, only: list[str] | None = None) -> RunResult:
+        """One run of ``dag_id``; ``only``: of those tasks alone (their upstream left out)."""
         from airflow.dag_processing.dagbag import DagBag
 
         bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
         assert not bag.import_errors, f"DAG import errors: {bag.import_errors}"
         dag = bag.get_dag(dag_id)
         assert dag is not None, f"no DAG {dag_id!r} in {sorted(bag.dag_ids)}"
+        if only:
+            dag = dag.partial_subset(task_ids=only, include_upstream=False)
         self.capfd.readouterr()
         started = time.monotonic()
         dag_run = dag.test(run_conf=conf)
@@ -327,6 +330,15 @@ class StatsdListener:
 
 @pytest.fixture(scope="session")
 def statsd() -> StatsdListener:
+    """A real task process sets up Airflow's metrics backend in the task runner's ``main()``
+    (``stats.initialize``); ``dag.test()`` runs tasks in this process without it, so the same call
+    is made here, with the same arguments, to send the tasks' metrics as a deployment would."""
+    from airflow.sdk._shared.observability.metrics import stats
+    from airflow.sdk.configuration import conf
+    from airflow.sdk.observability.metrics import stats_utils
+
+    stats.initialize(factory=stats_utils.get_stats_factory(),
+                     export_legacy_names=conf.getboolean("metrics", "legacy_names_on"))
     return StatsdListener()
 
 

@@ -151,17 +151,17 @@ def read_history(conn, pipeline: str, limit: int = 50) -> list[BatchRecord]:
 
 def last_applied_time(conn, pipeline: str) -> dt.datetime | None:
     """The leader's commit time (UTC) of the last transaction the follower applied, as far as the
-    history knows it: the latest ``end_time`` of the merged batches (a replay of an old range,
-    merged later, does not move it back)."""
+    history knows it: the ``end_time`` of the latest merged batch of the stream. Replays (ranges
+    at or before the checkpoint) are left out, and so are copies, which have no commit time."""
     import pymysql
 
     try:
         with conn.cursor() as cur:
-            cur.execute(f"SELECT MAX(end_time) FROM {HISTORY_TABLE} WHERE pipeline = %s AND status = %s",
-                        (pipeline, MERGED))
+            cur.execute(f"SELECT end_time FROM {HISTORY_TABLE} WHERE pipeline = %s AND status = %s AND kind = 'stream' "
+                        "AND end_time IS NOT NULL ORDER BY merged_at DESC, id DESC LIMIT 1", (pipeline, MERGED))
             row = cur.fetchone()
     except pymysql.MySQLError as exc:
         if _absent(exc):
             return None
         raise
-    return None if row is None else (row[0] if not isinstance(row, dict) else next(iter(row.values())))
+    return None if row is None else (row[0] if not isinstance(row, dict) else row["end_time"])

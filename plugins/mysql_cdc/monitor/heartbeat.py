@@ -8,8 +8,8 @@ always measure the whole path, leader to follower.
 
 The row lives in the leader's ``_mysql_cdc`` schema, which capture never copies (a system schema
 to ``capture.filters``): it moves the binlog, not the follower's tables. A batch holding only
-heartbeats moves the checkpoint without starting Spark. The leader's account needs CREATE and
-INSERT on ``_mysql_cdc.*`` (docs in the README).
+heartbeats moves the checkpoint without starting Spark. The leader's account needs CREATE,
+INSERT and UPDATE on ``_mysql_cdc.*`` (docs in the README).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ def write_heartbeat(leader: MySQLSettings, pipeline: str) -> None:
             cur.execute(f"CREATE DATABASE IF NOT EXISTS `{CHECKPOINT_SCHEMA}`")
             cur.execute(f"CREATE TABLE IF NOT EXISTS {HEARTBEAT_TABLE} (pipeline VARCHAR(190) NOT NULL PRIMARY KEY, "
                         "beat_at DATETIME(6) NOT NULL) ENGINE=InnoDB")
-            cur.execute(f"REPLACE INTO {HEARTBEAT_TABLE} (pipeline, beat_at) VALUES (%s, UTC_TIMESTAMP(6))",
-                        (pipeline,))
+            cur.execute(f"INSERT INTO {HEARTBEAT_TABLE} (pipeline, beat_at) VALUES (%s, UTC_TIMESTAMP(6)) "
+                        "ON DUPLICATE KEY UPDATE beat_at = VALUES(beat_at)", (pipeline,))
     except pymysql.err.OperationalError as exc:
         raise PermissionError(
             f"the heartbeat of pipeline {pipeline!r} could not be written on {leader.describe('leader')}: "
-            f"{exc.args[-1]}; grant the account CREATE and INSERT on {CHECKPOINT_SCHEMA}.*, or set heartbeat: false"
+            f"{exc.args[-1]}; grant the account CREATE, INSERT and UPDATE on {CHECKPOINT_SCHEMA}.*, or set heartbeat: false"
         ) from None
     finally:
         conn.close()

@@ -50,7 +50,7 @@ class PipelineFigures:
     name: str
     checkpoint: Checkpoint | None
     leader_position: BinlogPosition
-    bytes_behind: int | None  # None: the pipeline has no checkpoint yet
+    bytes_behind: int | None  # None: no checkpoint yet, or one on another server (a failover)
     seconds_behind: float | None  # None: nothing applied yet with a known commit time
     last_applied_time: dt.datetime | None
     history: tuple[BatchRecord, ...]
@@ -96,7 +96,7 @@ def pipeline_figures(name: str, leader: MySQLSettings, follower: MySQLSettings, 
     stopped pipeline shows as behind even when its leader is idle."""
     now = now or dt.datetime.now(dt.timezone.utc)
     with Leader(leader) as server:
-        position, files = server.current_position(), server.binlog_files()
+        position, files, leader_id = server.current_position(), server.binlog_files(), server.leader_id
     conn = follower.connect()
     try:
         checkpoint = read_checkpoint(conn, name)
@@ -105,7 +105,9 @@ def pipeline_figures(name: str, leader: MySQLSettings, follower: MySQLSettings, 
         verification = latest_verification(conn, name)
     finally:
         conn.close()
-    behind = bytes_behind(checkpoint.position, position, files) if checkpoint else None
+    # a checkpoint taken on another server (a failover the next run follows) has no byte distance
+    comparable = checkpoint is not None and checkpoint.leader_id in (None, leader_id)
+    behind = bytes_behind(checkpoint.position, position, files) if comparable else None
     caught_up = behind == 0 and not heartbeat
     return PipelineFigures(name, checkpoint, position, behind, seconds_behind(applied, caught_up, now), applied,
                            records, verification)
