@@ -106,7 +106,8 @@ def backfill_params() -> dict:
             "Replay binlog range: start",
             "Leave empty for a regular run. FILE:OFFSET, e.g. binlog.000003:1146 (SHOW BINARY LOGS on the "
             "leader): where the range to read again begins; not after the pipeline's checkpoint (a gap). "
-            "Give end too.",
+            "Give end too. (The CDC pipelines page, /cdc/, has a Replay form that checks both before it "
+            "triggers.)",
         ),
         END_PARAM: position(
             "Replay binlog range: end",

@@ -315,6 +315,17 @@ def dag_runner(capfd, tmp_path_factory, task_logs, airflow_connections, spark_su
     return DagRunner(capfd, tmp_path_factory.getbasetemp(), task_logs)
 
 
+@pytest.fixture(scope="module")
+def dag_runner_factory(tmp_path_factory, task_logs, airflow_connections, spark_submit_spy):
+    """DagRunner for module fixtures that run DAGs (capfd is per test: output goes to the log)."""
+
+    class _NoCapture:
+        def readouterr(self):
+            return "", ""
+
+    return lambda: DagRunner(_NoCapture(), tmp_path_factory.getbasetemp(), task_logs)
+
+
 class StatsdListener:
     """The metrics Airflow sent to the session's StatsD socket: ``name:value|type`` lines."""
 

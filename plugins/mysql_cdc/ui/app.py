@@ -16,6 +16,7 @@ from urllib.parse import quote, urlsplit
 from fastapi import Depends, FastAPI, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
+from ..backfill import BackfillParamError, backfill_range
 from ..capture.filters import TableFilter
 from .data import configured_pipelines, read_pipeline
 from .page import render_page
@@ -81,29 +82,50 @@ def _same_origin(request: Request) -> None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "cross-site request refused")
 
 
-@app.post("/pipelines/{name}/resnapshot")
-def resnapshot(name: str, tables: Annotated[str, Form()], request: Request, user: User):
-    """Trigger a manual run of the pipeline's DAG with conf ``{"resnapshot": [globs]}``."""
+def _may_trigger(name: str, request: Request, user) -> None:
     _same_origin(request)
     if name not in {c.name for c in configured_pipelines()}:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pipeline {name!r}")
     if not _may(user, name, "POST"):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"you may not trigger runs of {name}")
+
+
+def _back(message: str, bad: bool = False) -> RedirectResponse:
+    """To the page (two levels up from /pipelines/<name>/<action>), saying what happened."""
+    return RedirectResponse(f"../../?{'bad=true&' if bad else ''}message={quote(message)}", status.HTTP_303_SEE_OTHER)
+
+
+@app.post("/pipelines/{name}/replay")
+def replay(name: str, request: Request, user: User, start: Annotated[str, Form()] = "",
+           end: Annotated[str, Form()] = ""):
+    """Trigger a manual run that replays ``[start, end)`` (the DAG's params, checked here first)."""
+    _may_trigger(name, request, user)
+    conf = {"start": start.strip(), "end": end.strip()}
+    try:
+        backfill_range(conf)
+    except BackfillParamError as exc:
+        return _back(f"Not replayed: {exc}", bad=True)
+    run_id = _trigger(name, conf, user)
+    return _back(f"Triggered {name} run {run_id} replaying {conf['start']} → {conf['end']}")
+
+
+@app.post("/pipelines/{name}/resnapshot")
+def resnapshot(name: str, request: Request, user: User, tables: Annotated[str, Form()] = ""):
+    """Trigger a manual run of the pipeline's DAG with conf ``{"resnapshot": [globs]}``."""
+    _may_trigger(name, request, user)
     globs = [t.strip() for t in tables.split(",") if t.strip()]
     try:
         TableFilter(include=tuple(g if g != "*" else "*.*" for g in globs) or ("?",))
     except ValueError as exc:
-        return RedirectResponse(f"../../?bad=true&message={quote(f'Not re-snapshotted: {exc}')}",
-                                status.HTTP_303_SEE_OTHER)
-    run_id = _trigger(name, globs, user)
-    message = f"Triggered {name} run {run_id} re-copying {', '.join(globs)}"
-    return RedirectResponse(f"../../?message={quote(message)}", status.HTTP_303_SEE_OTHER)
+        return _back(f"Not re-snapshotted: {exc}", bad=True)
+    run_id = _trigger(name, {"resnapshot": globs}, user)
+    return _back(f"Triggered {name} run {run_id} re-copying {', '.join(globs)}")
 
 
-def _trigger(dag_id: str, globs: list[str], user) -> str:
+def _trigger(dag_id: str, conf: dict, user) -> str:
     from airflow.api.common.trigger_dag import trigger_dag
     from airflow.utils.types import DagRunTriggeredByType
 
     run = trigger_dag(dag_id, triggered_by=DagRunTriggeredByType.UI, triggering_user_name=user.get_name(),
-                      conf={"resnapshot": globs}, note="re-snapshot from the CDC pipelines page")
+                      conf=conf, note="triggered from the CDC pipelines page")
     return run.run_id

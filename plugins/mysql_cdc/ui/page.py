@@ -9,6 +9,7 @@ from html import escape
 from typing import Sequence
 from urllib.parse import quote
 
+from ..contracts import POSITION_PATTERN
 from ..contracts.history import BatchRecord
 from ..monitor.verify import VerificationResult
 from .data import PipelineView
@@ -25,6 +26,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .message{padding:.6rem 1rem;border-radius:6px;background:#e6f4ea;margin-bottom:1rem}
 .message.bad{background:#fdecea}
 form.resnapshot input[type=text]{width:28rem;font-family:monospace}
+form.replay input[type=text]{width:14rem;font-family:monospace} .hint{font-size:.8rem;color:#52606d;margin-top:.3rem}
 a{color:#1d4ed8}
 """
 
@@ -42,7 +44,13 @@ def _count(value: int | None) -> str:
 
 
 def _rate(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.0f}"
+    if value is None:
+        return "–"
+    return f"{value:,.1f}" if value < 10 else f"{value:,.0f}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def latency_points(history: Sequence[BatchRecord]) -> list[tuple[dt.datetime, float]]:
@@ -110,8 +118,8 @@ def _verification(name: str, result: VerificationResult | None) -> str:
     if result.missing:
         detail += "<p>Missing on the follower: " + ", ".join(escape(t) for t in result.missing) + "</p>"
     return (f'<p class="verification status-{result.status}">{escape(result.status.upper())} at {when}: '
-            f"{result.tables} tables, {result.chunks} chunks, {result.rows:,} rows compared, {result.rechecked} "
-            f"rechecked ({verify_dag})</p>{detail}")
+            f"{_plural(result.tables, 'table')}, {_plural(result.chunks, 'chunk')}, {result.rows:,} rows compared, "
+            f"{result.rechecked} rechecked after a merge ({verify_dag})</p>{detail}")
 
 
 def _resnapshot_form(name: str, suggested: Sequence[str]) -> str:
@@ -121,6 +129,45 @@ def _resnapshot_form(name: str, suggested: Sequence[str]) -> str:
             f'<input type="text" name="tables" value="{value}" required pattern="\\s*[^,\\s]+\\.[^,\\s]+(\\s*,\\s*[^,\\s]+\\.[^,\\s]+)*\\s*|\\s*\\*\\s*" '
             f'title="db.table globs such as shop.orders, shop.*; or * for every table"></label> '
             f'<button type="submit">Re-snapshot</button></form>')
+
+
+# The replay form checks in the browser what the run would refuse: both positions or neither is
+# not a choice here (the form is only for a replay), each is FILE:OFFSET, and end is after start.
+# The server checks the same again (backfill.backfill_range) and answers in words.
+REPLAY_SCRIPT = r"""
+function positionOf(text) {
+  const m = /^(.*)\.([0-9]+):([0-9]+)$/.exec(text.trim());
+  return m ? [BigInt(m[2]), BigInt(m[3])] : null;
+}
+function checkReplay(form) {
+  const start = form.elements.start, end = form.elements.end;
+  for (const input of [start, end]) {
+    input.setCustomValidity(input.validity.patternMismatch ?
+      `${input.title}: "${input.value}" is not FILE:OFFSET, e.g. binlog.000003:1146` : "");
+  }
+  const a = positionOf(start.value), b = positionOf(end.value);
+  if (a && b && !(a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]))) {
+    end.setCustomValidity(`end ${end.value} must be after start ${start.value}: the range [start, end) is empty`);
+  }
+}
+document.querySelectorAll("form.replay").forEach(form => {
+  form.addEventListener("input", () => checkReplay(form));
+  form.addEventListener("submit", event => { checkReplay(form); if (!form.reportValidity()) event.preventDefault(); });
+});
+"""
+
+
+def _replay_form(name: str, checkpoint: str | None, leader: str | None) -> str:
+    pattern = escape(POSITION_PATTERN.strip("^$"))
+    field = ('<label>{label}: <input type="text" name="{key}" required pattern="{pattern}" title="{label}" '
+             'placeholder="{example}" autocomplete="off"></label> ')
+    return (f'<form class="replay" method="post" action="pipelines/{quote(name)}/replay" novalidate>'
+            + field.format(label="start", key="start", pattern=pattern, example=escape(checkpoint or "binlog.000003:4"))
+            + field.format(label="end", key="end", pattern=pattern, example=escape(leader or "binlog.000003:1146"))
+            + '<button type="submit">Replay binlog range</button>'
+            '<div class="hint">Reads [start, end) from the leader again; the part the follower already has is a '
+            'no-op. Positions are FILE:OFFSET (SHOW BINARY LOGS on the leader); start must not be after the '
+            'checkpoint.</div></form>')
 
 
 def pipeline_section(view: PipelineView) -> str:
@@ -146,14 +193,17 @@ def pipeline_section(view: PipelineView) -> str:
             f"<h3>Lag over time (leader commit → applied on the follower)</h3>{lag_chart(latency_points(f.history))}"
             f"<h3>Last batches</h3>{_history_table(name, f.history)}"
             f"<h3>Verification</h3>{_verification(name, f.verification)}"
-            f"<h3>Repair</h3>{_resnapshot_form(name, suggested)}</section>")
+            f"<h3>Repair</h3>{_resnapshot_form(name, suggested)}"
+            f"<h3>Replay</h3>{_replay_form(name, str(f.checkpoint.position) if f.checkpoint else None, str(f.leader_position))}"
+            "</section>")
 
 
 def render_page(views: Sequence[PipelineView], message: str | None = None, bad: bool = False) -> str:
     note = f'<div class="message{" bad" if bad else ""}">{escape(message)}</div>' if message else ""
     body = "".join(pipeline_section(v) for v in views) or "<p>No pipeline is configured.</p>"
     return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>CDC pipelines</title>"
-            f"<style>{STYLE}</style></head><body><h1>CDC pipelines</h1>{note}{body}</body></html>")
+            f"<style>{STYLE}</style></head><body><h1>CDC pipelines</h1>{note}{body}"
+            f"<script>{REPLAY_SCRIPT}</script></body></html>")
 
 
 def resnapshot_conf(tables: Sequence[str]) -> str:
