@@ -100,6 +100,7 @@ def main() -> int:
         login = wait_for_login(proc)
         print(f"\nAirflow UI: http://localhost:{PORT}   login: {login}")
         print("DAG mysql_cdc (unpaused, every 5 minutes; trigger it to run now). Ctrl-C stops everything.")
+        print(f"CDC pipelines page (lag, batches, verification, re-snapshot): http://localhost:{PORT}/cdc/")
         print("\nThe seed is applied by the first run. To watch a run carry a change of yours, make one on the "
               "leader, then trigger mysql_cdc (or wait for its schedule):")
         print(f"  mariadb -h 127.0.0.1 -P {leader.port} -u root -p{leader.root_password} -e \"{a_change()}\"",

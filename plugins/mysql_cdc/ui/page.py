@@ -54,10 +54,11 @@ def _plural(count: int, noun: str) -> str:
 
 
 def latency_points(history: Sequence[BatchRecord]) -> list[tuple[dt.datetime, float]]:
-    """(applied at, seconds from the leader's commit to the follower's) of each merged batch that
-    has a commit time, oldest first: the pipeline's lag over time."""
+    """(applied at, seconds from the leader's commit to the follower's) of each merged stream batch
+    that has a commit time, oldest first: the pipeline's lag over time. (A replay re-reads old
+    transactions on purpose: its delay is not lag.)"""
     points = [(r.merged_at, (r.merged_at - r.end_time).total_seconds()) for r in history
-              if r.status == "merged" and r.merged_at and r.end_time]
+              if r.status == "merged" and r.kind == "stream" and r.merged_at and r.end_time]
     return sorted(points)
 
 

@@ -68,7 +68,11 @@ def shown(leader, leader_user, follower_user, tmp_path_factory, airflow_connecti
     leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, amount INT)",
                     *(f"INSERT INTO {db}.orders VALUES ({i}, {i * 5})" for i in range(1, 5))])
     runner = dag_runner_factory()
-    run = runner.run(PIPELINE)
+    first = runner.run(PIPELINE)
+    assert first.tasks["merge_batch"] == SUCCESS, first.log_file
+    leader.run_sql([f"UPDATE {db}.orders SET amount = amount + 1 WHERE id > 2",
+                    *(f"INSERT INTO {db}.orders VALUES ({i}, {i * 5})" for i in range(5, 8))])
+    run = runner.run(PIPELINE)  # a second batch: two points on the lag chart
     assert run.tasks["merge_batch"] == SUCCESS, run.log_file
     assert runner.run(f"{PIPELINE}_verify").tasks == {"verify_follower": SUCCESS}
     return Shown(db, leader, settings, MySQLSettings(**follower_user), run.run_id)
@@ -89,7 +93,8 @@ def test_the_api_answers_from_the_servers(api_server, shown):
     assert pipeline["checkpoint_position"] == str(checkpoint) == pipeline["leader_position"]
     assert (pipeline["bytes_behind"], pipeline["seconds_behind"]) == (0, 0.0)
     batch = pipeline["last_batch"]
-    assert (batch["run_id"], batch["status"], batch["rows_in"], batch["net_rows"]) == (shown.run_id, "merged", 4, 4)
+    # 2 updates + 3 inserts (an update is one change row)
+    assert (batch["run_id"], batch["status"], batch["rows_in"], batch["net_rows"]) == (shown.run_id, "merged", 5, 5)
     assert batch["end_position"] == str(checkpoint) and batch["merge_seconds"] > 0
     assert pipeline["verification"]["status"] == "ok" and pipeline["verification"]["tables"] == 1
 
@@ -108,10 +113,10 @@ def test_the_page_shows_the_pipeline_and_re_snapshots_chosen_tables(logged_in_pa
     section = page.locator(f"#pipeline-{PIPELINE}")
     assert section.locator("[data-figure=checkpoint_position] .value").inner_text() == str(shown.checkpoint())
     assert section.locator("[data-figure=leader_position] .value").inner_text() == str(shown.leader_position())
-    assert section.locator("tr.batch").count() >= 1
-    assert section.locator("tr.batch a").first.inner_text() == shown.run_id
+    assert section.locator("tr.batch").count() == 2
+    assert section.locator("tr.batch a").first.inner_text() == shown.run_id  # newest first
     assert section.locator("p.verification").inner_text().startswith("OK at ")
-    assert section.locator("svg.lag-chart circle").count() >= 1  # the merged batch's point on the chart
+    assert section.locator("svg.lag-chart circle").count() == 2  # one point per merged batch
     page.screenshot(path=str(tmp_path_factory.getbasetemp() / "cdc-page.png"), full_page=True)
 
     # the browser refuses what is not a db.table glob before anything is sent

@@ -1,0 +1,50 @@
+"""The page's HTML from inline figures (pure functions: no servers)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from mysql_cdc.contracts import BinlogPosition, Checkpoint
+from mysql_cdc.contracts.history import BatchRecord
+from mysql_cdc.monitor.lag import PipelineFigures
+from mysql_cdc.pipeline_config import PipelineConfig
+from mysql_cdc.ui.data import PipelineView
+from mysql_cdc.ui.page import lag_chart, latency_points, render_page
+
+CONFIG = PipelineConfig(name="shop", leader_conn_id="l", follower_conn_id="f", storage_uri="file:///tmp/x")
+T0 = dt.datetime(2026, 11, 23, 12, 0, 0)
+
+
+def record(run: str, status: str, committed: dt.datetime | None, merged: dt.datetime | None, **extra) -> BatchRecord:
+    return BatchRecord(pipeline="shop", run_id=run, kind="stream", status=status, end_time=committed,
+                       merged_at=merged, **extra)
+
+
+def test_latency_is_commit_to_merge_of_merged_batches_oldest_first():
+    history = [
+        record("r3", "failed", None, None, error="boom"),
+        record("r2", "merged", T0 + dt.timedelta(minutes=5), T0 + dt.timedelta(minutes=5, seconds=30)),
+        record("r1", "merged", T0, T0 + dt.timedelta(seconds=12)),
+        record("r0", "merged", None, T0),  # a copy: no commit time, no point
+    ]
+    history.insert(0, BatchRecord(pipeline="shop", run_id="old", kind="replay", status="merged", end_time=T0,
+                                  merged_at=T0 + dt.timedelta(days=3)))  # re-read on purpose: not lag
+    assert latency_points(history) == [(T0 + dt.timedelta(seconds=12), 12.0),
+                                       (T0 + dt.timedelta(minutes=5, seconds=30), 30.0)]
+    assert lag_chart(latency_points(history)).count("<circle") == 2
+    assert "No merged batch" in lag_chart([])
+
+
+def test_what_the_servers_say_is_escaped():
+    figures = PipelineFigures(
+        name="shop", checkpoint=Checkpoint("shop", BinlogPosition.parse("binlog.000001:4")),
+        leader_position=BinlogPosition.parse("binlog.000001:900"), bytes_behind=896, seconds_behind=3.5,
+        last_applied_time=T0,
+        history=(record("run<1>", "failed", None, None, error="<script>alert(1)</script>"),), verification=None)
+    html = render_page([PipelineView(CONFIG, figures), PipelineView(CONFIG, None, "ConnectionError: <refused>")],
+                       message="Triggered <run>")
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "Cannot read this pipeline: ConnectionError: &lt;refused&gt;" in html
+    assert "Triggered &lt;run&gt;" in html
+    assert 'data-figure="bytes_behind"><div class="value">896<' in html
+    assert 'href="../dags/shop/runs/run%3C1%3E"' in html
