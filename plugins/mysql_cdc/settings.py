@@ -80,13 +80,13 @@ class VerifyOptions:
     settle_timeout: float = 900.0  # seconds to wait for a merge before each recheck
 
     def __post_init__(self) -> None:
-        for name in ("chunk_rows", "rechecks"):
+        for name, least in (("chunk_rows", 1), ("rechecks", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "chunk_rows" else 0):
-                raise ValueError(f"{name}: must be a whole number >= {1 if name == 'chunk_rows' else 0}, got {value!r}")
-        if isinstance(self.settle_timeout, bool) or not isinstance(self.settle_timeout, (int, float)) \
-                or self.settle_timeout <= 0:
-            raise ValueError(f"settle_timeout: must be a positive number of seconds, got {self.settle_timeout!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name}: must be a whole number >= {least}, got {value!r}")
+        timeout = self.settle_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"settle_timeout: must be a positive number of seconds, got {timeout!r}")
 
 
 class SecretsError(ValueError):

@@ -91,6 +91,12 @@ def test_manual_only_schedule(tmp_path):
         ({"snapshot": {"workers": 0}}, "snapshot", "workers: must be a whole number >= 1"),
         ({"snapshot": 4}, "snapshot", "must be a mapping with ['split_rows', 'workers']"),
         ({"extract": {"workers": "2"}}, "extract", "workers: must be a whole number >= 1"),
+        ({"heartbeat": "yes"}, "heartbeat", "must be true or false"),
+        ({"max_seconds_behind": -5}, "max_seconds_behind", "positive number of seconds"),
+        ({"verify": {"chunk_rows": 0}}, "verify", "chunk_rows: must be a whole number >= 1"),
+        ({"verify": {"rechecks": -1}}, "verify", "rechecks: must be a whole number >= 0"),
+        ({"verify": {"every": "@daily"}}, "verify", "unknown key(s) ['every']"),
+        ({"verify": {"settle_timeout": 0}}, "verify", "settle_timeout: must be a positive number of seconds"),
     ],
 )
 def test_bad_field_is_named(tmp_path, change, field, words):

@@ -248,6 +248,43 @@ def wait_for_merge(follower_conn, pipeline: str, past: BinlogPosition, timeout: 
         sleep(min(2.0, max(0.1, deadline - time.monotonic())))
 
 
+Suspect = tuple[TableShape, Chunk]
+
+
+def _compare_all(lconn, fconn, table_filter: TableFilter, chunk_rows: int, result: VerificationResult) -> list[Suspect]:
+    """One pass over every captured table: the chunks that differ (``result`` counts the rest)."""
+    suspects: list[Suspect] = []
+    for shape in table_shapes(lconn, table_filter):
+        result.tables += 1
+        for chunk in plan_chunks(lconn, shape, chunk_rows):
+            result.chunks += 1
+            ours, theirs = chunk_sum(lconn, shape, chunk), chunk_sum(fconn, shape, chunk)
+            result.rows += ours.rows
+            if theirs is None:
+                result.missing.append(shape.name)
+                break
+            if ours != theirs:
+                suspects.append((shape, chunk))
+    return suspects
+
+
+def _recheck(server: Leader, lconn, fconn, pipeline: str, suspects: list[Suspect], options: VerifyOptions,
+             result: VerificationResult, log: Callable[[str], None]) -> list[Suspect]:
+    """Check the differing chunks again after each of up to ``rechecks`` merges: what the merge
+    brought over was in flight; what still differs is returned."""
+    for round_ in range(options.rechecks):
+        if not suspects:
+            break
+        at = server.current_position()
+        log(f"{len(suspects)} chunk(s) differ; waiting for the follower to pass {at} (recheck {round_ + 1} "
+            f"of {options.rechecks})")
+        if not wait_for_merge(fconn, pipeline, at, options.settle_timeout):
+            log(f"the pipeline did not merge past {at} within {options.settle_timeout:g}s; rechecking anyway")
+        result.rechecked += len(suspects)
+        suspects = [(s, c) for s, c in suspects if chunk_sum(lconn, s, c) != chunk_sum(fconn, s, c)]
+    return suspects
+
+
 def verify_pipeline(pipeline: str, leader: MySQLSettings, follower: MySQLSettings, table_filter: TableFilter,
                     options: VerifyOptions = VerifyOptions(), log: Callable[[str], None] = print) -> VerificationResult:
     """Compare every captured table, recheck what differs after merges, record and return the result."""
@@ -255,30 +292,8 @@ def verify_pipeline(pipeline: str, leader: MySQLSettings, follower: MySQLSetting
     with Leader(leader) as server:
         lconn, fconn = server.conn, follower.connect()
         try:
-            suspects: list[tuple[TableShape, Chunk]] = []
-            for shape in table_shapes(lconn, table_filter):
-                result.tables += 1
-                for chunk in plan_chunks(lconn, shape, options.chunk_rows):
-                    result.chunks += 1
-                    ours = chunk_sum(lconn, shape, chunk)
-                    result.rows += ours.rows
-                    theirs = chunk_sum(fconn, shape, chunk)
-                    if theirs is None:
-                        result.missing.append(shape.name)
-                        break
-                    if ours != theirs:
-                        suspects.append((shape, chunk))
-            for round_ in range(options.rechecks):
-                if not suspects:
-                    break
-                at = server.current_position()
-                log(f"{len(suspects)} chunk(s) differ; waiting for the follower to pass {at} (recheck {round_ + 1} "
-                    f"of {options.rechecks})")
-                if not wait_for_merge(fconn, pipeline, at, options.settle_timeout):
-                    log(f"the pipeline did not merge past {at} within {options.settle_timeout:g}s; rechecking anyway")
-                result.rechecked += len(suspects)
-                suspects = [(s, c) for s, c in suspects if chunk_sum(lconn, s, c) != chunk_sum(fconn, s, c)]
-            for shape, chunk in suspects:
+            suspects = _compare_all(lconn, fconn, table_filter, options.chunk_rows, result)
+            for shape, chunk in _recheck(server, lconn, fconn, pipeline, suspects, options, result, log):
                 ours, theirs = chunk_sum(lconn, shape, chunk), chunk_sum(fconn, shape, chunk)
                 result.drifted.append(DriftedChunk(shape.name, chunk.index, chunk.lo, chunk.hi, ours.rows,
                                                    theirs.rows if theirs else 0))
