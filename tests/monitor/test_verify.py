@@ -31,14 +31,35 @@ ROWS = [
 ]
 
 
+@pytest.fixture(params=["mariadb", "mysql"])
+def servers(request):
+    """(leader, follower, leader account, follower account) of one product: each server hashes
+    the rows as it prints them, so a verification compares a product with itself."""
+    names = ("leader", "follower", "leader_user", "follower_user")
+    if request.param == "mysql":
+        names = tuple(f"mysql_{n}" for n in names)
+    return tuple(request.getfixturevalue(n) for n in names)
+
+
 @pytest.fixture
-def twins(leader, follower, leader_user, follower_user):
+def twins(servers):
     """The same database, same rows, on leader and follower; a pipeline name for its results."""
+    leader, follower, leader_user, follower_user = servers
     db = f"verify_{uuid.uuid4().hex[:8]}"
     for server in (leader, follower):
         server.run_sql([f"CREATE DATABASE {db}"])
         server.run_sql(TABLES + ROWS, database=db)
     return db, MySQLSettings(**leader_user), MySQLSettings(**follower_user), f"p_{db}"
+
+
+@pytest.fixture
+def lead(servers):
+    return servers[0]
+
+
+@pytest.fixture
+def follow(servers):
+    return servers[1]
 
 
 def verify(twins, **options):
@@ -55,9 +76,9 @@ def test_equal_tables_verify_in_chunks(twins):
     assert latest_verification(twins[2].connect(), twins[3]).status == "ok"  # kept on the follower
 
 
-def test_null_versus_empty_string_is_drift_in_its_chunk(twins, follower):
+def test_null_versus_empty_string_is_drift_in_its_chunk(twins, follow):
     db = twins[0]
-    follower.run_sql(["UPDATE items SET name = '' WHERE id = 4"], database=db)  # NULL on the leader
+    follow.run_sql(["UPDATE items SET name = '' WHERE id = 4"], database=db)  # NULL on the leader
     result = verify(twins)
     assert [(c.table, c.index, c.lo, c.hi, c.leader_rows, c.follower_rows) for c in result.drifted] == [
         (f"{db}.items", 1, 4, 7, 3, 3)]
@@ -65,29 +86,29 @@ def test_null_versus_empty_string_is_drift_in_its_chunk(twins, follower):
     assert "DRIFT in" in result.describe() and '{"resnapshot": ["' in result.describe()
 
 
-def test_keyless_tables_compare_as_multisets(twins, leader, follower):
+def test_keyless_tables_compare_as_multisets(twins, lead, follow):
     db = twins[0]
     # leader a,a,b / follower b,b,a... the same count; then a,a vs b,b: equal xor (both 0), the
     # sum tells them apart
-    leader.run_sql(["DELETE FROM tags WHERE label = 'b'"], database=db)
-    follower.run_sql(["DELETE FROM tags", "INSERT INTO tags VALUES ('b'), ('b')"], database=db)
+    lead.run_sql(["DELETE FROM tags WHERE label = 'b'"], database=db)
+    follow.run_sql(["DELETE FROM tags", "INSERT INTO tags VALUES ('b'), ('b')"], database=db)
     result = verify(twins)
     assert [(c.table, c.leader_rows, c.follower_rows) for c in result.drifted] == [(f"{db}.tags", 2, 2)]
 
 
-def test_a_table_missing_on_the_follower(twins, follower):
+def test_a_table_missing_on_the_follower(twins, follow):
     db = twins[0]
-    follower.run_sql(["DROP TABLE pairs"], database=db)
+    follow.run_sql(["DROP TABLE pairs"], database=db)
     result = verify(twins)
     assert result.missing == [f"{db}.pairs"] and result.status == "drift"
 
 
-def test_a_difference_that_a_merge_resolves_is_not_drift(twins, leader, follower):
+def test_a_difference_that_a_merge_resolves_is_not_drift(twins, lead, follow):
     """The follower trails: a row differs until the "merge" (here a thread that applies it and
     moves the pipeline's checkpoint past the leader's position, as the merge job's transaction
     does) lands during the verification's wait."""
     db, leader_settings, follower_settings, pipeline = twins
-    leader.run_sql(["UPDATE items SET price = 99 WHERE id = 8"], database=db)
+    lead.run_sql(["UPDATE items SET price = 99 WHERE id = 8"], database=db)
     with Leader(leader_settings) as server:
         position = server.current_position()
 
@@ -110,9 +131,9 @@ def test_a_difference_that_a_merge_resolves_is_not_drift(twins, leader, follower
     assert result.status == "ok" and result.rechecked == 1
 
 
-def test_a_difference_that_stays_after_the_recheck_is_drift(twins, follower):
+def test_a_difference_that_stays_after_the_recheck_is_drift(twins, follow):
     db = twins[0]
-    follower.run_sql(["DELETE FROM items WHERE id = 11"], database=db)
+    follow.run_sql(["DELETE FROM items WHERE id = 11"], database=db)
     result = verify(twins, rechecks=1, settle_timeout=1)  # no merge comes: the wait times out
     assert result.rechecked == 1
     assert [(c.index, c.leader_rows, c.follower_rows) for c in result.drifted] == [(3, 2, 1)]
