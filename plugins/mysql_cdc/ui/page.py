@@ -186,7 +186,9 @@ def pipeline_section(view: PipelineView) -> str:
         for key, value, label in (
             ("seconds_behind", _seconds(f.seconds_behind), "behind the leader"),
             ("bytes_behind", _count(f.bytes_behind), "binlog bytes behind"),
-            ("checkpoint_position", escape(str(f.checkpoint.position) if f.checkpoint else "none yet"), "checkpoint"),
+            ("checkpoint_position", escape(str(f.checkpoint.position) if f.checkpoint else "none yet"),
+             "checkpoint" + (f" (GTID set {escape(f.checkpoint.gtid_set)})" if f.checkpoint and f.checkpoint.gtid_set
+                             else "")),
             ("leader_position", escape(str(f.leader_position)), "leader now"),
         ))
     suggested = f.verification.drifted_tables if f.verification else []

@@ -37,7 +37,7 @@ def test_latency_is_commit_to_merge_of_merged_batches_oldest_first():
 
 def test_what_the_servers_say_is_escaped():
     figures = PipelineFigures(
-        name="shop", checkpoint=Checkpoint("shop", BinlogPosition.parse("binlog.000001:4")),
+        name="shop", checkpoint=Checkpoint("shop", BinlogPosition.parse("binlog.000001:4"), gtid_set="0-1-41"),
         leader_position=BinlogPosition.parse("binlog.000001:900"), bytes_behind=896, seconds_behind=3.5,
         last_applied_time=T0,
         history=(record("run<1>", "failed", None, None, error="<script>alert(1)</script>"),), verification=None)
@@ -47,4 +47,5 @@ def test_what_the_servers_say_is_escaped():
     assert "Cannot read this pipeline: ConnectionError: &lt;refused&gt;" in html
     assert "Triggered &lt;run&gt;" in html
     assert 'data-figure="bytes_behind"><div class="value">896<' in html
+    assert "checkpoint (GTID set 0-1-41)" in html  # the last applied position and GTID set
     assert 'href="../dags/shop/runs/run%3C1%3E"' in html
