@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from ..backfill import BackfillParamError, backfill_range
 from ..capture.filters import TableFilter
+from ..pipeline_config import PipelineConfigError
 from .data import configured_pipelines, read_pipeline
 from .page import render_page
 
@@ -47,8 +48,17 @@ def _may(user, dag_id: str, method: str) -> bool:
                                                 details=DagDetails(id=dag_id))
 
 
+def _pipelines():
+    """The pipelines file as the DAGs read it; a mistake in it is answered with its own message
+    (the one the DAG import error shows), not a bare 500."""
+    try:
+        return configured_pipelines()
+    except PipelineConfigError as exc:
+        raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR, str(exc)) from None
+
+
 def _visible(user):
-    return [c for c in configured_pipelines() if _may(user, c.name, "GET")]
+    return [c for c in _pipelines() if _may(user, c.name, "GET")]
 
 
 @app.exception_handler(HTTPException)
@@ -84,7 +94,7 @@ def _same_origin(request: Request) -> None:
 
 def _may_trigger(name: str, request: Request, user) -> None:
     _same_origin(request)
-    if name not in {c.name for c in configured_pipelines()}:
+    if name not in {c.name for c in _pipelines()}:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no pipeline {name!r}")
     if not _may(user, name, "POST"):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"you may not trigger runs of {name}")

@@ -49,3 +49,22 @@ def test_what_the_servers_say_is_escaped():
     assert 'data-figure="bytes_behind"><div class="value">896<' in html
     assert "checkpoint (GTID set 0-1-41)" in html  # the last applied position and GTID set
     assert 'href="../dags/shop/runs/run%3C1%3E"' in html
+
+
+def test_a_broken_pipelines_file_is_answered_with_its_own_message(monkeypatch, tmp_path):
+    """The app's routes on their own (FastAPI's test client); Airflow's auth is replaced by a
+    fixed user here because no API server runs in this test (the browser tests use the real one)."""
+    from fastapi.testclient import TestClient
+
+    from mysql_cdc.ui import app as ui
+
+    broken = tmp_path / "pipelines.yaml"
+    broken.write_text("pipelines:\n  - name: shop\n    shedule: '@daily'\n")
+    monkeypatch.setenv("CDC_PIPELINES_FILE", str(broken))
+    ui.app.dependency_overrides[ui.current_user] = lambda: object()
+    try:
+        response = TestClient(ui.app).get("/api/pipelines")
+    finally:
+        ui.app.dependency_overrides.clear()
+    assert response.status_code == 500
+    assert "pipelines[0] (shop): unknown field(s) ['shedule']" in response.json()["detail"]
