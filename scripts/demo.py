@@ -34,6 +34,8 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 
 from demo_workload import seed_statements  # noqa: E402
 from local_services import MariaDBServer, MotoS3Server, SparkStandaloneCluster  # noqa: E402
+from mysql_cdc.monitor.lag import pipeline_figures  # noqa: E402
+from mysql_cdc.settings import MySQLSettings  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 WORK = REPO / ".local" / "demo"
@@ -146,13 +148,13 @@ class Demo:
         ])
         self.leader.purge_binary_logs()
 
-    def dag_run(self, why: str) -> dict[str, str]:
+    def dag_run(self, why: str, dag_id: str = DAG_ID) -> dict[str, str]:
         self.runs += 1
         log = WORK / "runs" / f"run-{self.runs}.log"
-        say(f"\nDAG run {self.runs} ({why}): airflow dags test {DAG_ID}")
+        say(f"\nDAG run {self.runs} ({why}): airflow dags test {dag_id}")
         started = time.monotonic()
-        rc = self._airflow(["dags", "test", DAG_ID], log)
-        states = self.last_run_states()
+        rc = self._airflow(["dags", "test", dag_id], log)
+        states = self.last_run_states(dag_id)
         say(f"  {'  '.join(f'{task}={state}' for task, state in states.items())}")
         # `airflow dags test` spends ~15s of this starting up (imports, DAG parsing, its in-process
         # API server); a deployed scheduler has paid that once.
@@ -161,18 +163,30 @@ class Demo:
             raise SystemExit(f"DAG run {self.runs} failed; see {log}")
         return states
 
-    def last_run_states(self) -> dict[str, str]:
-        """The last run's task states, straight from the metadata DB."""
+    def last_run_states(self, dag_id: str) -> dict[str, str]:
+        """The last run's task states, straight from the metadata DB, in the DAG's order."""
         db = sqlite3.connect(WORK / "airflow" / "airflow.db")
         try:
             (run_id,) = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1",
-                                   (DAG_ID,)).fetchone()
+                                   (dag_id,)).fetchone()
             rows = db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?",
-                              (DAG_ID, run_id)).fetchall()
+                              (dag_id, run_id)).fetchall()
         finally:
             db.close()
-        order = ["wait_for_changes", "extract_batch", "merge_batch"]
+        order = ["wait_for_changes", "extract_batch", "merge_batch", "check_lag", "verify_follower"]
         return {task: state for task, state in sorted(rows, key=lambda r: order.index(r[0]))}
+
+    def figures(self) -> str:
+        """What the CDC page and GET /cdc/api/pipelines show for the pipeline, in a few lines."""
+        f = pipeline_figures(DAG_ID, MySQLSettings(**self.leader_user), MySQLSettings(**self.follower_user))
+        lines = [f"  checkpoint {f.checkpoint.position}, leader at {f.leader_position}: {f.bytes_behind} bytes and "
+                 f"{f.seconds_behind} seconds behind"]
+        for r in reversed(f.history):
+            lines.append(f"  batch {r.kind:8} {r.start_position} -> {r.end_position}: {r.rows_in} rows in, "
+                         f"{r.net_rows} net, extract {r.extract_seconds:.1f} s, merge {r.merge_seconds:.1f} s, {r.status}")
+        if f.verification is not None:
+            lines.append(f"  verification: {f.verification.describe()}")
+        return "\n".join(lines)
 
     def table(self, server, database: str = DB, table: str = TABLE) -> tuple[list[str], list[tuple]]:
         conn = server.connect()
@@ -218,8 +232,10 @@ def main() -> int:
         demo.give_leader_a_history()
         say(f"\nleader: {HISTORY_DB}.{HISTORY_TABLE} has 1000 rows written before the pipeline existed; "
             "their binlog is purged")
+        every_task = {"wait_for_changes": "success", "extract_batch": "success", "merge_batch": "success",
+                      "check_lag": "success"}
         states = demo.dag_run("the first run copies the existing tables: a snapshot")
-        if states != {"wait_for_changes": "success", "extract_batch": "success", "merge_batch": "success"}:
+        if states != every_task:
             raise SystemExit(f"expected every task to succeed, got {states}")
         say(f"  follower {HISTORY_DB}.{HISTORY_TABLE}: {len(demo.table(demo.follower, HISTORY_DB, HISTORY_TABLE)[1])} rows")
 
@@ -228,11 +244,15 @@ def main() -> int:
         demo.run_on_leader(seed_statements(DB))
 
         states = demo.dag_run("the seed workload")
-        if states != {"wait_for_changes": "success", "extract_batch": "success", "merge_batch": "success"}:
+        if states != every_task:
             raise SystemExit(f"expected every task to succeed, got {states}")
         states = demo.dag_run("nothing new on the leader")
         if states["wait_for_changes"] != "skipped":
             raise SystemExit(f"expected the run with nothing new to be skipped, got {states}")
+        states = demo.dag_run("checksums of every table on both servers", f"{DAG_ID}_verify")
+        if states != {"verify_follower": "success"}:
+            raise SystemExit(f"expected the verification to pass, got {states}")
+        say("\nthe pipeline's figures (the CDC pipelines page, GET /cdc/api/pipelines):\n" + demo.figures())
 
         leader_table, follower_table = demo.table(demo.leader), demo.table(demo.follower)
         say("\n" + side_by_side(f"leader {DB}.{TABLE}", render(*leader_table),

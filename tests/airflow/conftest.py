@@ -433,9 +433,14 @@ def api_server(airflow_connections, tmp_path_factory):
     proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Headless Debian chromium driven by Playwright (never a downloaded browser)."""
+    """Headless Debian chromium driven by Playwright (never a downloaded browser).
+
+    Module-scoped on purpose: Playwright's sync API keeps an asyncio loop running on this thread
+    while it is open, and a DAG run whose sensor defers (``dag.test()`` runs the trigger with
+    ``asyncio.run``) cannot start inside it; stopping it with the module lets later modules run
+    DAGs."""
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium") or "/usr/bin/chromium"

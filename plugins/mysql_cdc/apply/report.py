@@ -14,6 +14,11 @@ from dataclasses import asdict, dataclass, field, fields
 SUMMARY_ENV = "MYSQL_CDC_SUMMARY_FILE"
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 table``, ``2 tables``: how every count reads in logs and on the page."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 @dataclass
 class TableReport:
     table: str
@@ -65,8 +70,9 @@ class MergeSummary:
 
     @property
     def net_rows(self) -> int:
-        """Rows the follower's tables gained, changed or lost (after netting changes per key)."""
-        return sum(t.inserted + t.updated + t.deleted for t in self.tables)
+        """Rows the follower's tables gained, changed or lost (after netting changes per key); a
+        copied table counts its rows and then the changes its chunks lacked."""
+        return sum((t.rows_in if t.kind == "snapshot" else 0) + t.inserted + t.updated + t.deleted for t in self.tables)
 
     def to_json(self) -> str:
         body = asdict(self)

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import pymysql
 
+from ..apply.report import plural
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
 from ..capture.snapshot import quote_name
@@ -114,8 +115,8 @@ class VerificationResult:
         return {"resnapshot": self.drifted_tables}
 
     def describe(self) -> str:
-        head = (f"{self.tables} table(s), {self.chunks} chunk(s), {self.rows:,} leader rows compared, "
-                f"{self.rechecked} chunk(s) rechecked after a merge")
+        head = (f"{plural(self.tables, 'table')}, {plural(self.chunks, 'chunk')}, {self.rows:,} leader rows "
+                f"compared, {plural(self.rechecked, 'chunk')} rechecked after a merge")
         if self.status == OK:
             return f"pipeline {self.pipeline}: follower equals leader: {head}"
         return (f"pipeline {self.pipeline}: DRIFT in {', '.join(self.drifted_tables)} ({head}); repair with a manual "

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from ..faults import crash_point
 from ..contracts import change_row as cr
 from ..apply.follower import Follower, FollowerColumn, StagedTable
-from ..apply.report import MergeSummary, TableReport
+from ..apply.report import MergeSummary, TableReport, plural
 from ..apply.reader import change_schema, read_plan, read_units, snapshot_schema
 from ..apply.staging import (
     COUNT, OP, PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, scratch_prefix, scratch_segment_prefix,
@@ -124,10 +124,6 @@ def _stage_table(ctx: _Context, segment: RowSegment, index: int, table: TableCha
     report.inserted, report.updated, report.deleted = counts(staged)
     report.stage_seconds = time.monotonic() - started
     return staged
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def counts(staged: StagedTable) -> tuple[int, int, int]:

@@ -9,6 +9,7 @@ from html import escape
 from typing import Sequence
 from urllib.parse import quote
 
+from ..apply.report import plural
 from ..contracts import POSITION_PATTERN
 from ..contracts.history import BatchRecord
 from ..monitor.verify import VerificationResult
@@ -47,10 +48,6 @@ def _rate(value: float | None) -> str:
     if value is None:
         return "–"
     return f"{value:,.1f}" if value < 10 else f"{value:,.0f}"
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def latency_points(history: Sequence[BatchRecord]) -> list[tuple[dt.datetime, float]]:
@@ -119,7 +116,7 @@ def _verification(name: str, result: VerificationResult | None) -> str:
     if result.missing:
         detail += "<p>Missing on the follower: " + ", ".join(escape(t) for t in result.missing) + "</p>"
     return (f'<p class="verification status-{result.status}">{escape(result.status.upper())} at {when}: '
-            f"{_plural(result.tables, 'table')}, {_plural(result.chunks, 'chunk')}, {result.rows:,} rows compared, "
+            f"{plural(result.tables, 'table')}, {plural(result.chunks, 'chunk')}, {result.rows:,} rows compared, "
             f"{result.rechecked} rechecked after a merge ({verify_dag})</p>{detail}")
 
 

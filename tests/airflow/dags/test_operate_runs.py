@@ -179,7 +179,7 @@ def test_verification_finds_drift_and_its_resnapshot_repairs_it(dag_runner, ops)
     assert dag_runner.run(OPS).tasks["merge_batch"] in (SUCCESS, SKIPPED)  # caught up first
     clean = dag_runner.run(f"{OPS}_verify")
     assert clean.tasks == {"verify_follower": SUCCESS}, clean.log_file
-    assert "follower equals leader: 2 table(s)" in clean.log
+    assert "follower equals leader: 2 tables, " in clean.log
 
     ops.follower.run_sql([f"UPDATE {ops.db}.orders SET amount = -1 WHERE id = 3"])  # damage, not replicated
     drift = dag_runner.run(f"{OPS}_verify")
