@@ -9,7 +9,9 @@
    seed workload on the leader and another run: the deferrable sensor, the extract into a Parquet
    change batch, and spark-submit of the merge job;
 4. runs the DAG once more with nothing new: it ends skipped in seconds, without Spark;
-5. prints the leader's and the follower's `pet` side by side and exits non-zero unless equal.
+5. runs the verification DAG (checksums of every table on both servers) and prints the figures the
+   CDC pipelines page shows (lag, the batches, the verification);
+6. prints the leader's and the follower's `pet` side by side and exits non-zero unless equal.
 
 Batches go to file://.local/demo/batches; CDC_DEMO_STORAGE=s3 puts them in a local S3 endpoint
 (moto) through the aws_default connection instead. The merge runs in local[2]; CDC_DEMO_SPARK=cluster
