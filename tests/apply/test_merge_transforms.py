@@ -5,7 +5,9 @@ from pyspark.sql import Row
 from merge_helpers import assert_dataframe_equal as assertDataFrameEqual
 
 from mysql_cdc.contracts import BinlogPosition, SnapshotChunk
-from mysql_cdc.spark.transforms import after_checkpoint, after_copies, expand_copies, net_keyed_changes, net_keyless_changes
+from mysql_cdc.spark.transforms import (
+    after_checkpoint, after_copies, expand_copies, fold_catch_up, net_keyed_changes, net_keyless_changes,
+)
 
 SCHEMA = (
     "id INT, k2 STRING, v STRING, _op STRING, _binlog_seq LONG, _binlog_pos LONG, _row_index INT, "
@@ -231,3 +233,23 @@ def test_after_copies_splits_an_update_that_moves_a_row_between_chunks(spark):
         (4, "a", "moved", "D", (1, 200, 1), None),
         (6, "a", "moved", "U", (1, 200, 2), (5, "a", "moved")),
     ))
+
+
+# -- fold_catch_up: the chunks of a copy brought to one position before the load ---------------------
+
+COPY_SCHEMA = "id INT, k2 STRING, v STRING, __mcdc_op STRING, __mcdc_n LONG"
+
+
+def test_fold_catch_up_loads_the_table_at_one_position(spark):
+    """id 1 (early chunk) gave its unique value 'x' to id 190 (late chunk) after the early chunk
+    was read: the chunks hold 'x' twice; the catch-up's net changes take it from id 1. Also: a
+    row the catch-up deletes, one it inserts, a NULL left as it was."""
+    copied = spark.createDataFrame([(1, "a", "x", "I", 1), (2, "a", None, "I", 1), (3, "a", "gone", "I", 1),
+                                    (190, "a", "x", "I", 1)], COPY_SCHEMA)
+    catch_up = keyed(spark,
+                     ("U", (1, 500, 0), (1, "a", None), (1, "a", "x")),
+                     ("D", (1, 510, 0), (3, "a", "gone"), None),
+                     ("I", (1, 520, 0), (7, "a", "new"), None))
+    actual = fold_catch_up(copied, catch_up, ["id"])
+    assertDataFrameEqual(actual, net((1, "a", None, "I", 1), (2, "a", None, "I", 1), (7, "a", "new", "I", 1),
+                                     (190, "a", "x", "I", 1)))

@@ -282,3 +282,37 @@ def test_a_crashed_copy_resumes_from_what_it_wrote(make_pipeline, spark, point):
     stream = pipeline.capture([f"USE {db}", "UPDATE a_big SET v = 'after' WHERE id = 3"])
     run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)
     assert_same_database(leader, follower, db)
+
+
+def test_a_unique_value_that_moves_between_chunks_is_loaded_once(make_pipeline, spark):
+    """The chunks of a copy are read at different positions, so together they can hold a state the
+    leader never had: here the first chunk (written, then the copy crashed) holds email 'x' at id
+    1, and the rest, copied after 'x' moved to id 90, holds it at id 90 too. The merge folds each
+    chunk's catch-up into its rows before the load, so the follower's UNIQUE key never sees both
+    (loaded as they were, LOAD DATA refused the duplicate and the snapshot could never finish)."""
+    pipeline = make_pipeline(start=False)
+    leader, follower, db = pipeline.leader, pipeline.follower, pipeline.database
+    rows = ", ".join(f"({i}, {repr('x') if i == 1 else 'NULL'})" for i in range(1, 101))
+    leader.run_sql([f"CREATE DATABASE {db}", f"USE {db}",
+                    "CREATE TABLE people (id INT PRIMARY KEY, email VARCHAR(20) NULL, UNIQUE KEY (email))",
+                    f"INSERT INTO people VALUES {rows}"])
+    options = {"split_rows": 20, "workers": 1}
+    crashed = subprocess.run(
+        [sys.executable, "-c", COPY], capture_output=True, text=True, timeout=300,
+        input=json.dumps({"leader": asdict(pipeline.leader_settings), "storage": pipeline.storage.uri,
+                          "pipeline": pipeline.name, "include": f"{db}.*", "options": options}),
+        env={**os.environ, CRASH_ENV: "copy_after_chunk", "PYTHONPATH": str(Path(mysql_cdc.__file__).parents[1])},
+    )
+    assert crashed.returncode == 137 and len(chunk_records(pipeline)) == 1, crashed.stderr
+    leader.run_sql([f"USE {db}", "BEGIN", "UPDATE people SET email = NULL WHERE id = 1",
+                    "UPDATE people SET email = 'x' WHERE id = 90", "COMMIT"])
+
+    batch = pipeline.snapshot(options=SnapshotOptions(**options))
+    (people,) = batch.segments
+    assert people.catch_up is not None and people.catch_up.row_count == 2, "the chunks were not apart"
+    summary = run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+
+    assert_same_database(leader, follower, db)
+    (report,) = summary.tables
+    # the catch-up updates id 1 only: id 90's chunk was copied after the move
+    assert (report.rows_in, report.updated, report.rows_written) == (100, 1, 100)

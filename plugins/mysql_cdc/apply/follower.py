@@ -274,19 +274,18 @@ class Follower:
 
     def apply_snapshot(self, expected: Checkpoint, segment: SnapshotSegment, staged: StagedTable,
                        store: ObjectStore, batch_id: str, done: Checkpoint | None,
-                       catch_up: StagedTable | None = None) -> int:
-        """Replace the table's rows with the copy, apply the changes its chunks lack
-        (``catch_up``) and record the table's position, in one transaction (readers see the old
-        rows until it commits); ``done`` also moves the pipeline's position (a copy of every
-        table). Returns the rows written."""
+                       expected_rows: int | None = None) -> int:
+        """Replace the table's rows with the staged copy (its chunks already caught up to one
+        position) and record the table's position, in one transaction (readers see the old rows
+        until it commits); ``done`` also moves the pipeline's position (a copy of every table).
+        ``expected_rows``: the rows the load must write (None: the rows staged). Returns them."""
         target = qualified(segment.database, segment.table)
         with self.locked(expected, crash_before_commit=True) as cur:
             cur.execute(f"DELETE FROM {target}")
             inserted = _load_rows(cur, store, staged)
-            if inserted != segment.row_count:
-                raise _diverged(staged, "loading the snapshot wrote", segment.row_count, inserted)
-            if catch_up is not None and catch_up.stages:
-                inserted += _apply_keyed(cur, store, catch_up)
+            expected_rows = staged.total("rows") if expected_rows is None else expected_rows
+            if inserted != expected_rows:
+                raise _diverged(staged, "loading the snapshot wrote", expected_rows, inserted)
             write_table_position(self.conn, expected.pipeline,
                                  TablePosition(segment.database, segment.table, segment.at, batch_id, DONE))
             if done is not None:

@@ -40,7 +40,7 @@ from ..contracts import (
 )
 from ..settings import JobSecrets
 from ..storage import ObjectStore, StorageSpec, read_manifest
-from .transforms import after_checkpoint, after_copies, net_changes
+from .transforms import after_checkpoint, after_copies, fold_catch_up, net_changes
 
 log = logging.getLogger("mysql_cdc.merge")
 
@@ -202,22 +202,30 @@ def read_snapshot_rows(spark: SparkSession, storage: StorageSpec, batch_prefix: 
     return rows.select("*", F.lit(cr.INSERT).alias(OP), F.lit(1).cast("long").alias(COUNT))
 
 
-def _stage_catch_up(ctx: _Context, segment: SnapshotSegment) -> StagedTable | None:
-    """The changes a table copied in chunks lacks, netted and prepared like a row segment's."""
+def caught_up_rows(ctx: _Context, segment: SnapshotSegment) -> tuple[DataFrame | None, tuple[int, int, int]]:
+    """The rows to load for a copied table: its chunks with the changes each chunk lacks folded
+    in (``fold_catch_up``), so what is loaded is the table at one position; and the catch-up's
+    inserted, updated and deleted keys, for the report. None: nothing to load."""
+    table = segment.as_table_changes()
+    rows = read_snapshot_rows(ctx.spark(), ctx.secrets.storage, ctx.batch.prefix, segment) if table.files else None
     changes = segment.catch_up
     if changes is None or not changes.files:
-        return None
-    columns = ctx.follower.check_table(changes)
-    rows = read_changes(ctx.spark(), ctx.secrets.storage, ctx.batch.prefix, changes)
-    net = net_changes(after_copies(rows, segment.split_column, segment.chunks), changes)
-    return StagedTable(changes, columns, tuple(stage(net, _stage_plan(ctx, segment, 1, changes, columns))))
+        return rows, (0, 0, 0)
+    ctx.follower.check_table(changes)
+    changed = read_changes(ctx.spark(), ctx.secrets.storage, ctx.batch.prefix, changes)
+    net = net_changes(after_copies(changed, segment.split_column, segment.chunks), changes)
+    ops = {r[OP]: r["count"] for r in net.groupBy(OP).count().collect()}
+    if rows is None:  # an empty copy: the catch-up alone
+        rows = net.where(F.lit(False))
+    return fold_catch_up(rows, net, segment.key_columns), (ops.get(cr.INSERT, 0), ops.get(cr.UPDATE, 0),
+                                                           ops.get(cr.DELETE, 0))
 
 
 def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoint) -> Checkpoint:
-    """Replace one follower table's rows with its copy (its chunks, then the changes each chunk
-    lacks) and record the table's position, in one transaction (the table is created first from
-    the leader's definition if it is missing or different). The copy of the last table of a full
-    snapshot also moves the pipeline's position."""
+    """Replace one follower table's rows with its copy (its chunks caught up to one position) and
+    record the table's position, in one transaction (the table is created first from the leader's
+    definition if it is missing or different). The copy of the last table of a full snapshot also
+    moves the pipeline's position."""
     started = time.monotonic()
     report = TableReport(segment.qualified_name, segment.row_count, kind="snapshot")
     last = segment.index == len(ctx.batch.segments) - 1
@@ -229,19 +237,17 @@ def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: 
                           gtid_set=ctx.batch.start_gtid_set, leader_id=ctx.batch.leader_id)
     columns = ctx.follower.prepare_snapshot_table(segment)
     table = segment.as_table_changes()
-    prepared, catch_up = [], None
     try:
-        if table.files:
-            rows = read_snapshot_rows(ctx.spark(), ctx.secrets.storage, ctx.batch.prefix, segment)
-            prepared = stage(rows, _stage_plan(ctx, segment, 0, table, columns))
-        catch_up = _stage_catch_up(ctx, segment)
+        rows, (report.inserted, report.updated, report.deleted) = caught_up_rows(ctx, segment)
+        prepared = stage(rows, _stage_plan(ctx, segment, 0, table, columns)) if rows is not None else []
         crash_point("after_staging")
         staged = StagedTable(table, columns, tuple(prepared))
-        report.inserted, report.updated, report.deleted = counts(catch_up) if catch_up else (0, 0, 0)
         report.stage_seconds = time.monotonic() - started
         applied = time.monotonic()
+        # without a catch-up the load must hold exactly the rows copied; with one, what was staged
+        expected = segment.row_count if segment.catch_up is None or not segment.catch_up.files else None
         report.rows_written = ctx.follower.apply_snapshot(checkpoint, segment, staged, ctx.store, ctx.batch.batch_id,
-                                                          done, catch_up)
+                                                          done, expected)
         report.apply_seconds = time.monotonic() - applied
     finally:
         _drop_prepared(ctx, segment)

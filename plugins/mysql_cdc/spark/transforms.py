@@ -1,7 +1,7 @@
 """The merge's transforms: pure functions of DataFrames and plain values.
 
 ``after_checkpoint`` keeps the change rows the follower lacks (``after_copies`` those a table
-copied in chunks lacks); ``net_keyed_changes`` and
+copied in chunks lacks, ``fold_catch_up`` folds them into the copy); ``net_keyed_changes`` and
 ``net_keyless_changes`` turn a table's change rows into its net effect (one row per key, or a
 multiset delta per distinct row); ``net_changes`` picks the one a table needs. They read no
 storage and touch no follower, so tests run them on small inline rows.
@@ -201,6 +201,27 @@ def expand_copies(net: DataFrame) -> DataFrame:
         .drop("__mcdc_copy")
         .withColumn(COUNT, F.when(inserting, F.lit(1).cast("long")).otherwise(col(COUNT)))
     )
+
+
+def fold_catch_up(copied: DataFrame, net: DataFrame, key_columns: Sequence[str]) -> DataFrame:
+    """A table copied in chunks, brought to one position before anything is loaded: the copied
+    rows whose key the catch-up's net changes (``net_keyed_changes`` of ``after_copies``) leave
+    alone, and the final rows of the keys they touch; every row an insert.
+
+    Each chunk was read at its own position, so the union of the chunks is a state the leader never
+    had: a value of a secondary UNIQUE key that moved from a row of an early chunk to a row of a
+    late one is in both. Loaded as it is, the table refuses it. Folded first, the rows are the
+    leader's table at the copy's last position, which held every constraint."""
+    keys = [f"__mcdc_key{i}" for i in range(len(key_columns))]
+    touched = net.select(*[col(k).alias(n) for k, n in zip(key_columns, keys)])
+    same_key = [col(k) == F.col(n) for k, n in zip(key_columns, keys)]
+    condition = same_key[0]
+    for other in same_key[1:]:
+        condition = condition & other
+    columns = [c for c in copied.columns if c not in (OP, COUNT)]
+    untouched = copied.join(touched, condition, "left_anti").select(*[col(c) for c in columns])
+    final = net.where(col(OP) != cr.DELETE).select(*[col(c) for c in columns])
+    return untouched.unionByName(final).select("*", F.lit(cr.INSERT).alias(OP), F.lit(1).cast("long").alias(COUNT))
 
 
 def net_changes(changes: DataFrame, table: TableChanges) -> DataFrame:
