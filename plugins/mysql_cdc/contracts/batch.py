@@ -226,8 +226,9 @@ class SnapshotSegment:
     A large table is copied in ``chunks``, key ranges of ``split_column`` each read in its own
     read view at its own position (so the copy runs in parallel and resumes chunk by chunk).
     ``catch_up`` holds the table's change rows between the earliest chunk's position and ``at``
-    (the latest): the merge applies to each chunk the ones after that chunk's own position
-    (``spark.transforms.after_copies``), which brings every chunk to ``at``.
+    (the latest): the merge folds into each chunk's rows the ones after that chunk's own position
+    (``spark.transforms.after_copies``, ``fold_catch_up``), which brings every chunk to ``at``
+    before anything is loaded.
     """
 
     index: int
