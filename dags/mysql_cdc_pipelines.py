@@ -63,6 +63,12 @@ times), so changes still in flight are not reported. Drift fails the run and nam
 """
 
 
+# both DAGs of a pipeline: no catch-up runs, one run at a time (runs of one pipeline must apply
+# batches in order; a verification compares against the one follower)
+DAG_DEFAULTS = {"start_date": datetime(2024, 1, 1, tzinfo=timezone.utc), "catchup": False, "max_active_runs": 1,
+                "tags": ["mysql-cdc"]}
+
+
 def build_dag(config: PipelineConfig) -> DAG:
     # Extract and merge are idempotent (same range -> same batch; replays at or before the
     # checkpoint are no-ops), so retrying them is always safe; the backoff rides out a restart.
@@ -75,11 +81,8 @@ def build_dag(config: PipelineConfig) -> DAG:
     with DAG(
         dag_id=config.name,
         schedule=config.schedule,
-        start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-        catchup=False,
-        max_active_runs=1,  # runs of one pipeline must apply batches in order
         params=backfill_params(),
-        tags=["mysql-cdc"],
+        **DAG_DEFAULTS,
         doc_md=DOC.format(name=config.name, wait=config.wait_timeout, leader=config.leader_conn_id,
                           follower=config.follower_conn_id, storage=config.storage_uri, alert=(
                               f", and fails past max_seconds_behind ({config.max_seconds_behind:g} s), which "
@@ -139,10 +142,7 @@ def build_verify_dag(config: PipelineConfig) -> DAG:
     with DAG(
         dag_id=f"{config.name}_verify",
         schedule=config.verify.schedule,
-        start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-        catchup=False,
-        max_active_runs=1,
-        tags=["mysql-cdc"],
+        **DAG_DEFAULTS,
         doc_md=VERIFY_DOC.format(name=config.name, leader=config.leader_conn_id, follower=config.follower_conn_id,
                                  chunk_rows=config.verify.chunk_rows, rechecks=config.verify.rechecks),
     ) as dag:

@@ -80,6 +80,21 @@ def _absent(exc: Exception) -> bool:
     return bool(exc.args) and exc.args[0] in (_ER_BAD_DB, _ER_NO_SUCH_TABLE)
 
 
+def rows_if_present(conn, sql: str, args: tuple = ()) -> list[tuple]:
+    """The rows of a query on the ``_mysql_cdc`` tables, or [] when the table (or the schema) does
+    not exist yet: the follower of a pipeline that never wrote it."""
+    import pymysql
+
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, args)
+            return [tuple(r.values()) if isinstance(r, dict) else r for r in cur.fetchall()]
+    except pymysql.MySQLError as exc:
+        if _absent(exc):
+            return []
+        raise
+
+
 def read_checkpoint(conn, pipeline: str, *, for_update: bool = False) -> Checkpoint | None:
     """The pipeline's checkpoint, or None when it has never run on this follower (no row, no
     checkpoint table, no ``_mysql_cdc`` schema). The one reader of the checkpoint, for the

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, fields
 
-from .checkpoint import CHECKPOINT_SCHEMA, _absent
+from .checkpoint import CHECKPOINT_SCHEMA, rows_if_present
 
 HISTORY_TABLE = f"`{CHECKPOINT_SCHEMA}`.`batch_history`"
 EXTRACTED, MERGED, FAILED = "extracted", "merged", "failed"
@@ -91,12 +91,19 @@ def ensure_history_table(conn) -> None:
             cur.execute(stmt)
 
 
-def record_extracted(conn, record: BatchRecord) -> None:
-    """The extract task's row; a retried run (same run id) overwrites its earlier attempt."""
+def _write(conn, sql: str, args: tuple) -> None:
+    """One write to the history (its table created on first use), committed at once."""
     ensure_history_table(conn)
     with conn.cursor() as cur:
-        cur.execute(
-            f"INSERT INTO {HISTORY_TABLE} (pipeline, run_id, batch_id, kind, start_position, end_position, end_time, "
+        cur.execute(sql, args)
+    conn.commit()
+
+
+def record_extracted(conn, record: BatchRecord) -> None:
+    """The extract task's row; a retried run (same run id) overwrites its earlier attempt."""
+    _write(
+        conn,
+        f"INSERT INTO {HISTORY_TABLE} (pipeline, run_id, batch_id, kind, start_position, end_position, end_time, "
             "rows_in, extract_seconds, status, extracted_at) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, UTC_TIMESTAMP(6)) "
             "ON DUPLICATE KEY UPDATE batch_id = VALUES(batch_id), kind = VALUES(kind), "
@@ -104,64 +111,36 @@ def record_extracted(conn, record: BatchRecord) -> None:
             "end_time = VALUES(end_time), rows_in = VALUES(rows_in), extract_seconds = VALUES(extract_seconds), "
             "status = VALUES(status), error = NULL, extracted_at = VALUES(extracted_at), net_rows = NULL, "
             "merge_seconds = NULL, merged_at = NULL",
-            (record.pipeline, record.run_id, record.batch_id, record.kind, record.start_position,
-             record.end_position, record.end_time, record.rows_in, record.extract_seconds, EXTRACTED),
-        )
-    conn.commit()
+        (record.pipeline, record.run_id, record.batch_id, record.kind, record.start_position,
+         record.end_position, record.end_time, record.rows_in, record.extract_seconds, EXTRACTED),
+    )
 
 
 def record_merged(conn, pipeline: str, run_id: str, net_rows: int, merge_seconds: float) -> None:
-    ensure_history_table(conn)
-    with conn.cursor() as cur:
-        cur.execute(
-            f"UPDATE {HISTORY_TABLE} SET status = %s, net_rows = %s, merge_seconds = %s, error = NULL, "
-            "merged_at = UTC_TIMESTAMP(6) WHERE pipeline = %s AND run_id = %s",
-            (MERGED, net_rows, merge_seconds, pipeline, run_id),
-        )
-    conn.commit()
+    _write(conn, f"UPDATE {HISTORY_TABLE} SET status = %s, net_rows = %s, merge_seconds = %s, error = NULL, "
+           "merged_at = UTC_TIMESTAMP(6) WHERE pipeline = %s AND run_id = %s",
+           (MERGED, net_rows, merge_seconds, pipeline, run_id))
 
 
 def record_failed(conn, pipeline: str, run_id: str, kind: str, error: str) -> None:
     """A task of the run failed: its row (created if the extract never wrote one) says why."""
-    ensure_history_table(conn)
-    with conn.cursor() as cur:
-        cur.execute(
-            f"INSERT INTO {HISTORY_TABLE} (pipeline, run_id, kind, status, error) VALUES (%s, %s, %s, %s, %s) "
-            "ON DUPLICATE KEY UPDATE status = VALUES(status), error = VALUES(error)",
-            (pipeline, run_id, kind, FAILED, error[:4000]),
-        )
-    conn.commit()
+    _write(conn, f"INSERT INTO {HISTORY_TABLE} (pipeline, run_id, kind, status, error) VALUES (%s, %s, %s, %s, %s) "
+           "ON DUPLICATE KEY UPDATE status = VALUES(status), error = VALUES(error)",
+           (pipeline, run_id, kind, FAILED, error[:4000]))
 
 
 def read_history(conn, pipeline: str, limit: int = 50) -> list[BatchRecord]:
     """The pipeline's latest runs, newest first ([] before its first)."""
-    import pymysql
-
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT {', '.join(_COLUMNS)} FROM {HISTORY_TABLE} WHERE pipeline = %s ORDER BY id DESC "
-                        "LIMIT %s", (pipeline, limit))
-            rows = cur.fetchall()
-    except pymysql.MySQLError as exc:
-        if _absent(exc):
-            return []
-        raise
-    return [BatchRecord(**dict(zip(_COLUMNS, row if not isinstance(row, dict) else row.values()))) for row in rows]
+    rows = rows_if_present(conn, f"SELECT {', '.join(_COLUMNS)} FROM {HISTORY_TABLE} WHERE pipeline = %s "
+                           "ORDER BY id DESC LIMIT %s", (pipeline, limit))
+    return [BatchRecord(**dict(zip(_COLUMNS, row))) for row in rows]
 
 
 def last_applied_time(conn, pipeline: str) -> dt.datetime | None:
     """The leader's commit time (UTC) of the last transaction the follower applied, as far as the
     history knows it: the ``end_time`` of the latest merged batch of the stream. Replays (ranges
     at or before the checkpoint) are left out, and so are copies, which have no commit time."""
-    import pymysql
-
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT end_time FROM {HISTORY_TABLE} WHERE pipeline = %s AND status = %s AND kind = 'stream' "
-                        "AND end_time IS NOT NULL ORDER BY merged_at DESC, id DESC LIMIT 1", (pipeline, MERGED))
-            row = cur.fetchone()
-    except pymysql.MySQLError as exc:
-        if _absent(exc):
-            return None
-        raise
-    return None if row is None else (row[0] if not isinstance(row, dict) else row["end_time"])
+    rows = rows_if_present(conn, f"SELECT end_time FROM {HISTORY_TABLE} WHERE pipeline = %s AND status = %s AND "
+                           "kind = 'stream' AND end_time IS NOT NULL ORDER BY merged_at DESC, id DESC LIMIT 1",
+                           (pipeline, MERGED))
+    return rows[0][0] if rows else None

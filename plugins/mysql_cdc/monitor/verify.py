@@ -30,7 +30,7 @@ from ..capture.filters import TableFilter
 from ..capture.leader import Leader
 from ..capture.snapshot import quote_name
 from ..contracts import CHECKPOINT_SCHEMA, BinlogPosition, read_checkpoint
-from ..contracts.checkpoint import _absent
+from ..contracts.checkpoint import _absent, rows_if_present
 from ..settings import MySQLSettings, VerifyOptions
 
 VERIFICATION_TABLE = f"`{CHECKPOINT_SCHEMA}`.`verification`"
@@ -319,13 +319,6 @@ def record_verification(conn, result: VerificationResult) -> None:
 
 
 def latest_verification(conn, pipeline: str) -> VerificationResult | None:
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT result FROM {VERIFICATION_TABLE} WHERE pipeline = %s ORDER BY id DESC LIMIT 1",
-                        (pipeline,))
-            row = cur.fetchone()
-    except pymysql.MySQLError as exc:
-        if _absent(exc):
-            return None
-        raise
-    return VerificationResult.from_json(json.loads(row[0])) if row else None
+    rows = rows_if_present(conn, f"SELECT result FROM {VERIFICATION_TABLE} WHERE pipeline = %s ORDER BY id DESC "
+                           "LIMIT 1", (pipeline,))
+    return VerificationResult.from_json(json.loads(rows[0][0])) if rows else None
