@@ -65,9 +65,15 @@ class ExtractOptions:
     """How a long range is read (the pipelines file's ``extract`` section)."""
 
     workers: int = 2  # binlog files of a range read at once, each part by its own reader process
+    # which decoder reads rows events: "native" (compiled, native/) or "python" (mysql-replication,
+    # the reference the compiled one is tested against)
+    decoder: str = "native"
 
     def __post_init__(self) -> None:
-        _counts_at_least_one(self)
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"workers: must be a whole number >= 1, got {self.workers!r}")
+        if self.decoder not in ("native", "python"):
+            raise ValueError(f"decoder: must be 'native' or 'python', got {self.decoder!r}")
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,10 @@ def event_type_name(code: int) -> str:
     return _NAMES.get(code, "an event type mysql-cdc has never seen")
 
 
+class CaptureError(RuntimeError):
+    """The binlog cannot be turned into a correct batch; the message names where and why."""
+
+
 class UnknownEventError(RuntimeError):
     """An event the capture does not understand: reading past it could lose changes."""
 

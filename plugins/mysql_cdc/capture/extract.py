@@ -49,13 +49,14 @@ from .compressed import (
 from ..contracts.gtid_set import parse_gtid_set
 from .gtid import GtidDecodeError, tagged_gtid
 from .events import (
-    ANONYMOUS_GTID_LOG_EVENT, CARRY_NOTHING, CARRY_NOTHING_CODES, GTID_TAGGED_LOG_EVENT, UnknownEventError,
+    ANONYMOUS_GTID_LOG_EVENT, CARRY_NOTHING, CARRY_NOTHING_CODES, GTID_TAGGED_LOG_EVENT, CaptureError, UnknownEventError,
 )
 from .rows import JSON_NULL, JSON_NULL_SOURCE, event_rows
 from .ddl import ParsedStatement, UnparseableDdl, parse_statement
 from .filters import TableFilter
 from ..settings import ExtractOptions, MySQLSettings
 from .leader import BinlogFile, Leader, PreflightError
+from .native import NativeTable, require_native
 from .types import column_type
 from .workers import worker_pool
 from .writer import TableChangeWriter, TableSpec, WriterLimits
@@ -91,10 +92,6 @@ def dml_target(query: str, schema: str) -> tuple[str, str] | None:
     return (schema, _unquote(parts[0])) if schema else None
 
 
-class CaptureError(RuntimeError):
-    """The binlog cannot be turned into a correct batch; the message names where and why."""
-
-
 # MariaDB GTID event flag: the transaction is one statement with no BEGIN/COMMIT around it.
 _MARIADB_FL_STANDALONE = 0x01
 
@@ -112,8 +109,13 @@ class _Transaction:
 class BatchBuilder:
     def __init__(self, writer: BatchWriter, table_filter: TableFilter, start_gtid: str | None = None,
                  inflater: EventInflater | None = None, positions: TablePositions = TablePositions(),
-                 start_gtid_set: str | None = None):
+                 start_gtid_set: str | None = None, decoder: str = "native"):
         self.writer = writer
+        # "native": rows of tables whose every column has a NativePlan are decoded by the
+        # compiled decoder (native.py); "python": all by mysql-replication (the reference)
+        self.decoder = decoder
+        if decoder == "native":
+            require_native()
         self.positions = positions
         self.inflater = inflater
         self.range = range_ = writer.range
@@ -133,6 +135,7 @@ class BatchBuilder:
         # numbered on from the previous event's, so (file, position, row index) stays a total order
         self.rows_at: tuple[BinlogPosition | None, int] = (None, 0)
         self.tables: dict[int, TableSpec | None] = {}  # table id -> spec (None: not captured)
+        self.native_tables: dict[int, NativeTable] = {}  # table id -> its map, as the compiled decoder reads it
 
     # -- positions ----------------------------------------------------------------------------
 
@@ -311,7 +314,11 @@ class BatchBuilder:
         if not self.filter.captures_table(event.schema, event.table):
             self.tables[event.table_id] = None
             return
-        self.tables[event.table_id] = self._table_spec(event)
+        spec = self.tables[event.table_id] = self._table_spec(event)
+        self.native_tables.pop(event.table_id, None)
+        if spec.decoder == "native":
+            self.native_tables[event.table_id] = NativeTable(event, self._inflater(event).checksum,
+                                                             f"{spec.database}.{spec.table}")
 
     def _table_spec(self, event: TableMapEvent) -> TableSpec:
         qualified = f"{event.schema}.{event.table}"
@@ -324,13 +331,16 @@ class BatchBuilder:
         meta = event.optional_metadata
         key_idx = list(meta.simple_primary_key_list or []) or sorted((meta.primary_keys_with_prefix or {}).keys())
         nullable = tuple(bool(event.null_bitmask[i // 8] & (1 << (i % 8))) for i in range(len(columns)))
+        types = tuple(column_type(c, qualified) for c in columns)
+        native = self.decoder == "native" and all(t.native is not None for t in types)
         return TableSpec(
             database=event.schema,
             table=event.table,
             names=tuple(c.name for c in columns),
-            types=tuple(column_type(c, qualified) for c in columns),
+            types=types,
             nullable=nullable,
             key_columns=tuple(columns[i].name for i in key_idx),
+            decoder="native" if native else "python",
         )
 
     def _settled(self, table: tuple[str, str], after: BinlogPosition) -> bool:
@@ -358,12 +368,18 @@ class BatchBuilder:
         if self.txn is None:
             raise CaptureError(f"rows event at {start} outside any transaction")
         writer = self._writer_for(spec, start)
-        op, rows, befores = self._ROW_READERS[type(event)](self, event, spec)
         at, first_index = self.rows_at
         first_index = first_index if at == start else 0
-        writer.add_event(op, rows, befores, self.file, start.sequence, start.offset, self.txn.timestamp,
-                         self.txn.gtid, str(self.txn.start), event.packet.event_size, first_index)
-        self.rows_at = (start, first_index + len(rows))
+        where = (self.file, start.sequence, start.offset, self.txn.timestamp, self.txn.gtid, str(self.txn.start))
+        native = self.native_tables.get(event.table_id)
+        if native is not None:
+            n = writer.add_native_event(native, event, self._inflater(event).checksum, self._NATIVE_OPS[type(event)],
+                                        *where, first_index)
+        else:
+            op, rows, befores = self._ROW_READERS[type(event)](self, event, spec)
+            writer.add_event(op, rows, befores, *where, event.packet.event_size, first_index)
+            n = len(rows)
+        self.rows_at = (start, first_index + n)
 
     def _read_write_rows(self, event, spec):
         return cr.INSERT, [self._row(r["values"], r["none_sources"], spec) for r in event_rows(event)], None
@@ -376,6 +392,8 @@ class BatchBuilder:
         after = [self._row(r["after_values"], r["after_none_sources"], spec) for r in rows]
         before = [self._row(r["before_values"], r["before_none_sources"], spec) for r in rows]
         return cr.UPDATE, after, before
+
+    _NATIVE_OPS = {WriteRowsEvent: cr.INSERT, DeleteRowsEvent: cr.DELETE, UpdateRowsEvent: cr.UPDATE}
 
     _ROW_READERS = {
         WriteRowsEvent: _read_write_rows,
@@ -413,7 +431,8 @@ class BatchBuilder:
 
     def _writer_for(self, spec: TableSpec, start: BinlogPosition) -> TableChangeWriter:
         writer = self.writer.table_writer(spec)
-        if writer.spec.signature != spec.signature:
+        # (a table whose decoder changed without a DDL: its character set did, in the same way)
+        if writer.spec.signature != spec.signature or writer.spec.decoder != spec.decoder:
             raise CaptureError(
                 f"{spec.database}.{spec.table} changed shape at {start} without a DDL statement in "
                 "the binlog (was it altered with binlog disabled?); re-copy it with a resnapshot run "
@@ -526,6 +545,7 @@ class RangeRead:
     start_gtid: str | None
     start_gtid_set: str | None
     storage: StorageSpec | None = None  # how a worker process opens the store
+    decoder: str = "native"  # ExtractOptions.decoder
 
 
 def read_range(read: RangeRead, store: ObjectStore | None = None) -> ChangeBatch:
@@ -534,7 +554,7 @@ def read_range(read: RangeRead, store: ObjectStore | None = None) -> ChangeBatch
     with BatchWriter(store, read.pipeline, read.range, read.limits, read.flavor, read.prefix, read.leader_id,
                      read.manifest_name) as writer, BinlogReader(read.settings, read.range.start) as reader:
         builder = BatchBuilder(writer, read.table_filter, read.start_gtid, reader.inflater, read.positions,
-                               read.start_gtid_set)
+                               read.start_gtid_set, read.decoder)
         try:
             for event in reader:
                 builder.handle(event)
@@ -630,14 +650,14 @@ def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, ra
     batch_prefix_ = prefix or batch_prefix(pipeline, batch_id_for(range_))
     if len(pieces) == 1:
         read = RangeRead(settings, pipeline, range_, table_filter, limits, positions, flavor, leader_id, prefix,
-                         manifest_name, start_gtid, sets[0])
+                         manifest_name, start_gtid, sets[0], decoder=options.decoder)
         batch = read_range(read, store)
     else:
         store.delete_prefix(f"{batch_prefix_}/{manifest_name}")
         store.delete_prefix(f"{batch_prefix_}/")
         reads = [RangeRead(settings, pipeline, piece, table_filter, limits, positions, flavor, leader_id,
                            f"{batch_prefix_}/part-{i:03d}", PART_MANIFEST, start_gtid if i == 0 else None, sets[i],
-                           storage)
+                           storage, options.decoder)
                  for i, piece in enumerate(pieces)]
         batch = _combine(reads, _read_parts(reads), range_, pipeline, store, batch_prefix_)
     log.info("extracted %s %s: %d segments, %d rows (%d part%s)", pipeline, range_, len(batch.segments),

@@ -1,9 +1,10 @@
 """Writes one table's change rows of one segment as rolling Parquet files.
 
-Memory stays flat however long the range: rows are buffered as Python tuples only up to
+Memory stays flat however long the range: rows are buffered only up to
 ``chunk_rows``/``chunk_bytes``, then turned into one Arrow record batch (one Parquet row group)
 and appended to a local file; the file is uploaded and a new one started every ``file_rows`` /
-``file_bytes``.
+``file_bytes``. A table the compiled decoder reads (``TableSpec.decoder == "native"``) buffers its
+rows as Arrow builders inside the decoder (``NativeRows``); any other as Python tuples.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 from ..contracts import ColumnSpec, TableChanges
 from ..contracts import change_row as cr
 from ..storage import ObjectStore
+from .native import NativeRows
 from .types import ColumnType
 
 
@@ -39,6 +41,8 @@ class TableSpec:
     types: tuple[ColumnType, ...]
     nullable: tuple[bool, ...]
     key_columns: tuple[str, ...]
+    # which decoder reads its rows events: "native" (the compiled one) or "python" (the reference)
+    decoder: str = "python"
 
     @property
     def fields(self) -> list[pa.Field]:
@@ -105,6 +109,7 @@ class TableChangeWriter:
         self.parts = RollingParquetFiles(store, batch_prefix, rel_dir, self.schema, tmp_dir, limits)
         self.row_count = 0
         self._converters = [(i, t.convert) for i, t in enumerate(spec.types) if t.convert]
+        self.native = NativeRows(spec) if spec.decoder == "native" else None
         self._reset_chunk()
 
     def _reset_chunk(self) -> None:
@@ -123,12 +128,24 @@ class TableChangeWriter:
     def add_event(self, op: str, rows: list[tuple], befores: list[tuple] | None, file: str, seq: int,
                   pos: int, commit_ts: int, gtid: str | None, txn: str, event_bytes: int,
                   first_index: int = 0) -> None:
-        """Append one rows event; per-event metadata is extended in bulk (C loops, not Python).
-        Its rows are numbered from ``first_index`` (events inside one compressed transaction
-        share a position and number their rows on)."""
-        n = len(rows)
+        """Append one rows event's rows, decoded by the reference path; see ``_add_meta``."""
         self.rows.extend(rows)
-        self.befores.extend(befores if befores is not None else [None] * n)
+        self.befores.extend(befores if befores is not None else [None] * len(rows))
+        self._add_meta(len(rows), op, file, seq, pos, commit_ts, gtid, txn, event_bytes, first_index)
+
+    def add_native_event(self, table, event, checksum: bool, op: str, file: str, seq: int, pos: int,
+                         commit_ts: int, gtid: str | None, txn: str, first_index: int = 0) -> int:
+        """Decode one rows event with the compiled decoder into this writer's buffer; returns
+        its row count."""
+        n = self.native.push(table, event, checksum, f"{file}:{pos}")
+        self._add_meta(n, op, file, seq, pos, commit_ts, gtid, txn, event.packet.event_size, first_index)
+        return n
+
+    def _add_meta(self, n: int, op: str, file: str, seq: int, pos: int, commit_ts: int, gtid: str | None,
+                  txn: str, event_bytes: int, first_index: int) -> None:
+        """Per-event metadata of ``n`` rows, extended in bulk (C loops, not Python). The rows are
+        numbered from ``first_index`` (events inside one compressed transaction share a position
+        and number their rows on)."""
         self.ops.extend([op] * n)
         self.files_col.extend([file] * n)
         self.seqs.extend([seq] * n)
@@ -139,7 +156,7 @@ class TableChangeWriter:
         self.txns.extend([txn] * n)
         self._chunk_bytes += event_bytes
         self.row_count += n
-        if len(self.rows) >= self.limits.chunk_rows or self._chunk_bytes >= self.limits.chunk_bytes:
+        if len(self.ops) >= self.limits.chunk_rows or self._chunk_bytes >= self.limits.chunk_bytes:
             self._flush_chunk()
 
     def _columns(self, rows: list[tuple]) -> list[list]:
@@ -148,7 +165,7 @@ class TableChangeWriter:
             columns[i] = [None if v is None else convert(v) for v in columns[i]]
         return columns
 
-    def _record_batch(self) -> pa.RecordBatch:
+    def _python_arrays(self) -> tuple[list[pa.Array], pa.StructArray]:
         fields = self.spec.fields
         columns = self._columns(self.rows)
         arrays = [pa.array(col, type=f.type) for col, f in zip(columns, fields)]
@@ -161,6 +178,10 @@ class TableChangeWriter:
             fields=list(before_type),
             mask=before_mask,
         )
+        return arrays, before
+
+    def _record_batch(self) -> pa.RecordBatch:
+        arrays, before = self.native.take(self.schema) if self.native else self._python_arrays()
         meta = [
             pa.array(self.ops, pa.string()),
             pa.array(self.files_col, pa.string()),
@@ -174,7 +195,7 @@ class TableChangeWriter:
         return pa.RecordBatch.from_arrays([*arrays, *meta, before], schema=self.schema)
 
     def _flush_chunk(self) -> None:
-        if not self.rows:
+        if not self.ops:
             return
         batch = self._record_batch()
         self._reset_chunk()

@@ -1,0 +1,36 @@
+//! mysql-cdc's compiled row decoder.
+//!
+//! One narrow job: the bytes of binlog rows events and their table map in, Arrow arrays out, with
+//! no Python object per value. Everything else (the connection, the dump protocol, positions,
+//! event framing, transactions, DDL) stays in Python with mysql-replication, and the pure-Python
+//! decoder (`mysql_cdc.capture.types`) stays the reference this one is tested against.
+//!
+//! Its only caller is `mysql_cdc.capture.native`, which decides, per table, the Arrow type of
+//! every column (the `ColumnPlan`s) from the same rules the reference path uses.
+
+mod builders;
+mod json_text;
+mod plan;
+mod rows;
+mod table_map;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+create_exception!(
+    mysql_cdc_native,
+    DecodeError,
+    PyValueError,
+    "A rows event the compiled decoder cannot turn into the planned Arrow values; args are \
+     (reason, column index or -1, message)."
+);
+
+#[pymodule]
+fn mysql_cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<table_map::TableMap>()?;
+    m.add_class::<rows::RowsDecoder>()?;
+    m.add_class::<rows::DecodedRows>()?;
+    m.add("DecodeError", m.py().get_type::<DecodeError>())?;
+    Ok(())
+}

@@ -1,0 +1,125 @@
+"""The compiled row decoder (``native/``, Rust through PyO3) behind the API capture uses.
+
+This module is its only caller. The compiled part does one narrow thing: the bytes of rows events
+and their table map in, Arrow arrays out, with no Python object per value. mysql-replication still
+reads the stream, frames events, parses table maps and tracks positions; for a table the compiled
+decoder takes, ``BatchBuilder`` never asks the library for the rows.
+
+Which tables it takes: every column needs a ``NativePlan`` (``types.py``, beside the reference
+converter of the same column, so both decoders agree on the Arrow type), and the pipeline's
+``extract.decoder`` must be ``native`` (the default). ``python`` keeps the reference decoder for
+every table: it is what the differential tests compare against.
+
+What the compiled decoder cannot read stops the extract, with the error the reference path gives
+for the same value (a zero date, a partial row image), never a NULL in its place.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..contracts import change_row as cr
+from .compressed import CHECKSUM_SIZE, HEADER_SIZE, raw_event
+from .events import CaptureError
+
+DECODERS = ("native", "python")
+
+try:
+    import mysql_cdc_native as _native
+except ImportError as exc:  # the extension is built by `make setup` (pip install ./native)
+    _native = None
+    _IMPORT_ERROR = str(exc)
+
+
+def require_native() -> None:
+    if _native is None:
+        raise CaptureError(
+            f"the compiled row decoder (mysql_cdc_native) is not installed ({_IMPORT_ERROR}): run `make setup`, "
+            "or `pip install ./native` with Rust's cargo on PATH; or set `extract: {decoder: python}` in the "
+            "pipelines file to use the pure-Python decoder"
+        )
+
+
+_DATE_CODES = {14: 10}  # MYSQL_TYPE_NEWDATE -> MYSQL_TYPE_DATE
+
+
+def event_body(event, checksum: bool) -> bytes:
+    """The event without its 19-byte header and its checksum: what the compiled decoder reads."""
+    raw = raw_event(event)
+    return raw[HEADER_SIZE:len(raw) - (CHECKSUM_SIZE if checksum else 0)]
+
+
+class NativeTable:
+    """One table map event as the compiled decoder reads it, checked against the library's own
+    reading of the same event (a disagreement about a column's type stops here, not in a value)."""
+
+    def __init__(self, event, checksum: bool, qualified: str):
+        require_native()
+        try:
+            self.table_map = _native.TableMap(event_body(event, checksum))
+        except _native.DecodeError as exc:
+            raise CaptureError(f"{qualified}: the compiled decoder cannot read its table map: {exc.args[-1]}") from None
+        # (the two spell DATE differently: the old code 10 and NEWDATE 14 are one layout)
+        library_types = [_DATE_CODES.get(c.type, c.type) for c in event.columns]
+        native_types = [_DATE_CODES.get(t, t) for t in self.table_map.column_types]
+        if native_types != library_types:
+            raise CaptureError(
+                f"{qualified}: the compiled decoder reads the column types {native_types} "
+                f"where mysql-replication reads {library_types}; set `extract: {{decoder: python}}` and report it"
+            )
+
+
+class NativeRows:
+    """The rows of one table's writer, decoded by the compiled decoder as events arrive and taken
+    as Arrow columns when the writer flushes a chunk."""
+
+    def __init__(self, spec):
+        require_native()
+        self.spec = spec
+        self._decoder = _native.RowsDecoder([(name, *t.native) for name, t in zip(spec.names, spec.types)])
+
+    def push(self, table: NativeTable, event, checksum: bool, where: str) -> int:
+        """Decode one rows event; returns its row count."""
+        try:
+            return self._decoder.push(table.table_map, event.packet.event_type, event_body(event, checksum))
+        except _native.DecodeError as exc:
+            raise self._error(*exc.args, where) from None
+
+    def _error(self, reason: str, column: int, message: str, where: str) -> CaptureError:
+        qualified = f"{self.spec.database}.{self.spec.table}"
+        name = self.spec.names[column] if 0 <= column < len(self.spec.names) else None
+        if reason == "partial_image":
+            # the reference path's words for the same row image (BatchBuilder._row)
+            return CaptureError(
+                f"{qualified}: a row image without column {name!r}: a session wrote with binlog_row_image=MINIMAL "
+                "or NOBLOB, whose rows do not say what the column holds. Set binlog_row_image=FULL globally and "
+                "in every session"
+            )
+        if reason == "zero_date":
+            return CaptureError(
+                f"{qualified}.{name}: a value the binlog reader cannot represent ({message}, e.g. a zero date "
+                "'0000-00-00'); fix the value on the leader, enable NO_ZERO_DATE, or exclude the table"
+            )
+        column_text = f".{name}" if name else ""
+        return CaptureError(
+            f"{qualified}{column_text}: the compiled decoder cannot read the rows event at {where} ({reason}: "
+            f"{message}); nothing was written. Set `extract: {{decoder: python}}` in the pipelines file to read "
+            "it with the pure-Python decoder, and report it"
+        )
+
+    @property
+    def rows(self) -> int:
+        return self._decoder.rows
+
+    def take(self, schema: pa.Schema) -> tuple[list[pa.Array], pa.StructArray]:
+        """The decoded rows' columns and their before images (a struct, NULL where a row has
+        none), in ``schema``'s types; the decoder starts afresh."""
+        decoded = pa.array(self._decoder.take())
+        n = len(self.spec.names)
+        columns = [decoded.field(i) for i in range(n)]
+        before_type = schema.field(cr.BEFORE).type
+        before = pa.StructArray.from_arrays(
+            [decoded.field(n + i) for i in range(n)], fields=list(before_type), mask=pc.invert(decoded.field(2 * n))
+        )
+        return columns, before
