@@ -12,9 +12,14 @@ APT_PACKAGES := mariadb-server mariadb-client libmariadb-java openjdk-17-jre-hea
 # capture and merge against it beside MariaDB (scripts/install_mysql.sh says how and why).
 MYSQL_DIR := .local/mysql
 
-.PHONY: setup apt venv mysql test test-capture bench bench-quick clean
+# The compiled row decoder (native/: Rust through PyO3, built by maturin) needs cargo: rustup's
+# ~/.cargo/bin is searched as well as PATH.
+CARGO_PATH := $(HOME)/.cargo/bin:$(PATH)
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
 
-setup: apt venv mysql
+.PHONY: setup apt venv native mysql test test-native test-capture bench bench-quick clean
+
+setup: apt venv native mysql
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
@@ -33,13 +38,25 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
+native: $(VENV)/.native-installed
+
+$(VENV)/.native-installed: $(VENV)/.installed $(NATIVE_SOURCES)
+	@PATH="$(CARGO_PATH)" command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs) to build native/, the compiled row decoder"; exit 1; }
+	PATH="$(CARGO_PATH)" $(PY) -m pip install -q ./native
+	touch $@
+
 mysql: $(MYSQL_DIR)/.installed
 
 $(MYSQL_DIR)/.installed: scripts/install_mysql.sh
 	scripts/install_mysql.sh $(MYSQL_DIR)
 
-test: setup
+test: setup test-native
 	$(PY) -m pytest tests
+
+# the compiled decoder's own unit tests (float and date arithmetic); the differential tests
+# against the reference decoder are in tests/capture/test_native_decoder.py
+test-native:
+	cd native && PATH="$(CARGO_PATH)" cargo test --release --quiet
 
 test-capture: setup
 	$(PY) -m pytest tests/capture
@@ -52,6 +69,6 @@ bench-quick: setup
 	$(PY) bench/run_bench.py --quick
 
 clean:
-	rm -rf .local build
+	rm -rf .local build native/target
 
 -include mk/airflow.mk

@@ -50,10 +50,18 @@ impl RowsDecoder {
         }
         let event = RowsEventLayout::read(event_type, body, table.columns.len())?;
         let (before_columns, after_columns) = (event.before_columns, event.after_columns);
+        // a MINIMAL or NOBLOB image leaves columns out: what they hold is unknown, so refused;
+        // the after image is checked first, as the reference path reads it first
+        let n = table.columns.len();
+        for present in [after_columns, before_columns].into_iter().flatten() {
+            if let Some(missing) = (0..n).find(|&i| present[i / 8] & (1 << (i % 8)) == 0) {
+                return Err(("partial_image", missing as i64, "the row image leaves this column out".into()));
+            }
+        }
         let mut buf = ParseBuf(event.rows);
         let mut decoded = 0;
         while !buf.is_empty() {
-            match (&before_columns, &after_columns) {
+            match (before_columns, after_columns) {
                 (Some(before), Some(after)) => {
                     // an update: the before image, then the after image
                     self.read_image(table, before, &mut buf, true)?;
@@ -76,10 +84,7 @@ impl RowsDecoder {
     /// One row image: its NULL bitmap, then each non-NULL value in column order.
     fn read_image<'a>(&mut self, table: &'a TableMap, present: &[u8], buf: &mut ParseBuf<'a>, before: bool) -> Result<(), RowsError> {
         let n = table.columns.len();
-        // a MINIMAL or NOBLOB image leaves columns out: what they hold is unknown, so refused
-        if let Some(missing) = (0..n).find(|&i| present[i / 8] & (1 << (i % 8)) == 0) {
-            return Err(("partial_image", missing as i64, "the row image leaves this column out".into()));
-        }
+        debug_assert!((0..n).all(|i| present[i / 8] & (1 << (i % 8)) != 0), "checked in decode");
         let nulls = buf.checked_eat(n.div_ceil(8)).ok_or(("event", -1, "the rows event ends inside a NULL bitmap".to_string()))?;
         let builders = if before { &mut self.before } else { &mut self.rows };
         for (i, (builder, layout)) in builders.iter_mut().zip(&table.columns).enumerate() {

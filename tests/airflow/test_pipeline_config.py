@@ -48,10 +48,10 @@ def test_every_field(tmp_path):
              "include": ["shop.*", "crm.customers"], "exclude": ["shop.tmp_*"],
              "start_position": "binlog.000007:1146", "wait_timeout": 30, "poke_interval": 5,
              "retries": 0, "retry_delay": 0, "snapshot": {"split_rows": 1000, "workers": 4},
-             "extract": {"workers": 3}}
+             "extract": {"workers": 3, "decoder": "python"}}
     (config,) = load_pipelines(write(tmp_path, entry))
     assert config.snapshot == SnapshotOptions(split_rows=1000, workers=4)
-    assert config.extract == ExtractOptions(workers=3)
+    assert config.extract == ExtractOptions(workers=3, decoder="python")
     assert config.schedule == "@hourly" and config.aws_conn_id is None
     assert config.include == ("shop.*", "crm.customers") and config.exclude == ("shop.tmp_*",)
     assert config.start_position == "binlog.000007:1146"
@@ -91,6 +91,7 @@ def test_manual_only_schedule(tmp_path):
         ({"snapshot": {"workers": 0}}, "snapshot", "workers: must be a whole number >= 1"),
         ({"snapshot": 4}, "snapshot", "must be a mapping with ['split_rows', 'workers']"),
         ({"extract": {"workers": "2"}}, "extract", "workers: must be a whole number >= 1"),
+        ({"extract": {"decoder": "rust"}}, "extract", "decoder: must be 'native' or 'python', got 'rust'"),
         ({"heartbeat": "yes"}, "heartbeat", "must be true or false"),
         ({"max_seconds_behind": -5}, "max_seconds_behind", "positive number of seconds"),
         ({"verify": {"chunk_rows": 0}}, "verify", "chunk_rows: must be a whole number >= 1"),
