@@ -1,13 +1,15 @@
 """Extract throughput beside raw decoders, on one generated binlog range, in one run.
 
-    .venv/bin/python bench/bench_extract.py [--rows 200000] [--repeat 3]
+    .venv/bin/python bench/bench_extract.py [--rows 1000000] [--oltp-rows 100000] [--repeat 3] [--rss]
 
-Prints extract rows/s (binlog -> Parquet batch in file:// storage), also read in two parts at once
-(the range spans a binlog file per 50k inserts), next to:
+Prints extract rows/s (binlog -> Parquet batch in file:// storage, the compiled row decoder), also
+with the pure-Python decoder (`extract.decoder: python`) and read in two parts at once (the range
+spans a binlog file per 50k inserts), next to:
   - raw mysql-replication decode of the same range with no output (the library's own cost),
   - `mariadb-binlog --base64-output=decode-rows -v` of the same range (the C decoder).
-Ratios measured in the same run are the headline: absolute numbers move with machine load.
-The last line printed is JSON.
+A second range of one-row transactions (an OLTP mix, where per-event work dominates) is extracted
+and raw-decoded too. Ratios measured in the same run are the headline: absolute numbers move with
+machine load. The last line printed is JSON.
 """
 
 from __future__ import annotations
@@ -60,6 +62,33 @@ def generate(server: MariaDBServer, rows: int, table: str = "orders") -> None:
     conn.close()
 
 
+def generate_oltp(server: MariaDBServer, rows: int) -> None:
+    """``rows`` one-row transactions (autocommit): 60 % inserts, 30 % updates, 10 % deletes,
+    written by a stored procedure so the client's round trips do not pace the leader."""
+    conn = server.connect()
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS bench")
+        cur.execute("CREATE TABLE bench.oltp (id BIGINT PRIMARY KEY, customer INT, amount DECIMAL(12,2), "
+                    "status VARCHAR(16), note VARCHAR(64), created DATETIME(6))")
+        cur.execute(f"""
+            CREATE PROCEDURE bench.oltp_mix()
+            BEGIN
+              DECLARE i INT DEFAULT 0;
+              WHILE i < {rows} DO
+                IF i % 10 < 6 THEN
+                  INSERT INTO bench.oltp VALUES (i, i % 1000, i / 7, 'new', CONCAT('note ', i), NOW(6));
+                ELSEIF i % 10 < 9 THEN
+                  UPDATE bench.oltp SET status = 'paid', amount = amount + 1 WHERE id = i - i % 10;
+                ELSE
+                  DELETE FROM bench.oltp WHERE id = i - i % 10 + 1;
+                END IF;
+                SET i = i + 1;
+              END WHILE;
+            END""")
+        cur.execute("CALL bench.oltp_mix()")
+    conn.close()
+
+
 def timed(fn):
     t0 = time.perf_counter()
     result = fn()
@@ -75,6 +104,8 @@ def raw_decode(settings: MySQLSettings, range_: PositionRange) -> int:
     )
     n = 0
     for event in stream:
+        if stream.log_file == range_.end.file and event.packet.log_pos > range_.end.offset:
+            break  # the first event past the range (more may follow it in the binlog)
         n += len(event.rows)
         if stream.log_file == range_.end.file and stream.log_pos >= range_.end.offset:
             break
@@ -133,7 +164,8 @@ def measure_rss(server: MariaDBServer, settings: MySQLSettings, tmp: str) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--oltp-rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rss", action="store_true", help="also measure peak RSS at 1M and 5M changed rows")
     args = parser.parse_args()
@@ -148,13 +180,23 @@ def main() -> None:
             with Leader(settings) as leader:
                 end = leader.current_position()
             range_ = PositionRange(start, end)
-            results = {"extract": [], "extract_parallel": [], "raw": [], "mariadb_binlog": []}
+            generate_oltp(server, args.oltp_rows)
+            with Leader(settings) as leader:
+                oltp = PositionRange(end, leader.current_position())
+            results = {k: [] for k in ("extract", "extract_python", "extract_parallel", "raw", "mariadb_binlog",
+                                       "oltp_extract", "oltp_raw")}
             counts = {}
+            one_reader = ExtractOptions(workers=1)
             for i in range(args.repeat):
                 store = open_store(f"file://{tmp}/store{i}")
-                secs, batch = timed(lambda: extract_range(settings, store, "bench", range_))
+                secs, batch = timed(lambda: extract_range(settings, store, "bench", range_, options=one_reader))
                 results["extract"].append(batch.row_count / secs)
                 counts["extract"] = batch.row_count
+                store = open_store(f"file://{tmp}/python{i}")
+                secs, batch = timed(lambda: extract_range(settings, store, "bench", range_,
+                                                          options=ExtractOptions(workers=1, decoder="python")))
+                results["extract_python"].append(batch.row_count / secs)
+                counts["extract_python"] = batch.row_count
                 spec = StorageSpec(f"file://{tmp}/parallel{i}")
                 secs, batch = timed(lambda: extract_range(settings, spec.open(), "bench", range_, storage=spec,
                                                           options=ExtractOptions(workers=2)))
@@ -166,30 +208,50 @@ def main() -> None:
                 secs, n = timed(lambda: mariadb_binlog(settings, range_))
                 results["mariadb_binlog"].append(n / secs)
                 counts["mariadb_binlog"] = n
+                store = open_store(f"file://{tmp}/oltp{i}")
+                secs, batch = timed(lambda: extract_range(settings, store, "bench", oltp, options=one_reader))
+                results["oltp_extract"].append(batch.row_count / secs)
+                counts["oltp_extract"] = batch.row_count
+                secs, n = timed(lambda: raw_decode(settings, oltp))
+                results["oltp_raw"].append(n / secs)
+                counts["oltp_raw"] = n
             if args.rss:
                 rss = measure_rss(server, settings, tmp)
         finally:
             server.stop()
 
     med = {k: statistics.median(v) for k, v in results.items()}
-    assert counts["extract"] == counts["extract_parallel"] == counts["raw"] == counts["mariadb_binlog"], counts
+    assert (counts["extract"] == counts["extract_python"] == counts["extract_parallel"] == counts["raw"]
+            == counts["mariadb_binlog"]), counts
+    assert counts["oltp_extract"] == counts["oltp_raw"] == args.oltp_rows, counts
     report = {
         "changed_rows": counts["extract"],
         "extract_rows_per_s": round(med["extract"]),
+        "extract_python_decoder_rows_per_s": round(med["extract_python"]),
         "raw_decode_rows_per_s": round(med["raw"]),
         "mariadb_binlog_rows_per_s": round(med["mariadb_binlog"]),
         "extract_vs_raw_decode": round(med["extract"] / med["raw"], 3),
+        "extract_vs_c_decode": round(med["extract"] / med["mariadb_binlog"], 3),
+        "native_vs_python_decoder": round(med["extract"] / med["extract_python"], 3),
         "extract_parallel_rows_per_s": round(med["extract_parallel"]),
         "extract_parallel_speedup": round(med["extract_parallel"] / med["extract"], 3),
+        "oltp_rows": args.oltp_rows,
+        "extract_oltp_rows_per_s": round(med["oltp_extract"]),
+        "raw_decode_oltp_rows_per_s": round(med["oltp_raw"]),
+        "extract_oltp_vs_raw_decode": round(med["oltp_extract"] / med["oltp_raw"], 3),
     }
     if args.rss:
         report.update(rss)
     print(f"{'figure':40} {'rows/s':>12}")
     print(f"{'extract (binlog -> Parquet batch)':40} {report['extract_rows_per_s']:>12,}")
+    print(f"{'extract, pure-Python decoder':40} {report['extract_python_decoder_rows_per_s']:>12,}")
     print(f"{'extract, 2 parts at once':40} {report['extract_parallel_rows_per_s']:>12,}")
     print(f"{'raw mysql-replication decode':40} {report['raw_decode_rows_per_s']:>12,}")
     print(f"{'mariadb-binlog -v decode-rows':40} {report['mariadb_binlog_rows_per_s']:>12,}")
-    print(f"extract / raw decode = {report['extract_vs_raw_decode']}  (median of {args.repeat}, {counts['extract']:,} rows)")
+    print(f"{'extract, one-row transactions':40} {report['extract_oltp_rows_per_s']:>12,}")
+    print(f"{'raw decode, one-row transactions':40} {report['raw_decode_oltp_rows_per_s']:>12,}")
+    print(f"extract / raw decode = {report['extract_vs_raw_decode']}, / mariadb-binlog = {report['extract_vs_c_decode']}, "
+          f"OLTP / raw decode = {report['extract_oltp_vs_raw_decode']}  (median of {args.repeat}, {counts['extract']:,} rows)")
     if args.rss:
         print(f"extract peak RSS: {rss['extract_rss_mb_1m']} MB at 1M rows, {rss['extract_rss_mb_5m']} MB at 5M rows")
     print(json.dumps(report))

@@ -56,7 +56,7 @@ from .ddl import ParsedStatement, UnparseableDdl, parse_statement
 from .filters import TableFilter
 from ..settings import ExtractOptions, MySQLSettings
 from .leader import BinlogFile, Leader, PreflightError
-from .native import NativeTable, require_native
+from .native import NativeTable, event_body, require_native
 from .types import column_type
 from .workers import worker_pool
 from .writer import TableChangeWriter, TableSpec, WriterLimits
@@ -136,6 +136,7 @@ class BatchBuilder:
         self.rows_at: tuple[BinlogPosition | None, int] = (None, 0)
         self.tables: dict[int, TableSpec | None] = {}  # table id -> spec (None: not captured)
         self.native_tables: dict[int, NativeTable] = {}  # table id -> its map, as the compiled decoder reads it
+        self.maps_seen: dict[bytes, tuple[TableSpec, NativeTable | None]] = {}  # table map bytes -> its reading
 
     # -- positions ----------------------------------------------------------------------------
 
@@ -314,11 +315,23 @@ class BatchBuilder:
         if not self.filter.captures_table(event.schema, event.table):
             self.tables[event.table_id] = None
             return
-        spec = self.tables[event.table_id] = self._table_spec(event)
-        self.native_tables.pop(event.table_id, None)
-        if spec.decoder == "native":
-            self.native_tables[event.table_id] = NativeTable(event, self._inflater(event).checksum,
-                                                             f"{spec.database}.{spec.table}")
+        # Every transaction repeats its tables' maps, byte for byte while a table keeps its shape
+        # and id: one reading per distinct map (its bytes hold the table id, names, types and
+        # metadata, all a spec depends on) keeps one-row transactions from paying it each time.
+        checksum = self._inflater(event).checksum
+        raw = event_body(event, checksum)  # (the header and checksum differ per event)
+        known = self.maps_seen.get(raw)
+        if known is None:
+            spec = self._table_spec(event)
+            native = None
+            if spec.decoder == "native":
+                native = NativeTable(event, checksum, f"{spec.database}.{spec.table}")
+            known = self.maps_seen[raw] = (spec, native)
+        self.tables[event.table_id], native = known
+        if native is None:
+            self.native_tables.pop(event.table_id, None)
+        else:
+            self.native_tables[event.table_id] = native
 
     def _table_spec(self, event: TableMapEvent) -> TableSpec:
         qualified = f"{event.schema}.{event.table}"
