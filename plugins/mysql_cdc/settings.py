@@ -68,10 +68,15 @@ class ExtractOptions:
     # which decoder reads rows events: "native" (compiled, native/) or "python" (mysql-replication,
     # the reference the compiled one is tested against)
     decoder: str = "native"
+    # binlog megabytes a part must have to be read by a process of its own: below it, starting
+    # the process costs more than the compiled decoder takes to read the part (0: no minimum)
+    min_part_mb: int = 64
 
     def __post_init__(self) -> None:
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
-            raise ValueError(f"workers: must be a whole number >= 1, got {self.workers!r}")
+        for name, least in (("workers", 1), ("min_part_mb", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name}: must be a whole number >= {least}, got {value!r}")
         if self.decoder not in ("native", "python"):
             raise ValueError(f"decoder: must be 'native' or 'python', got {self.decoder!r}")
 

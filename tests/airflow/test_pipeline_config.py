@@ -92,6 +92,7 @@ def test_manual_only_schedule(tmp_path):
         ({"snapshot": 4}, "snapshot", "must be a mapping with ['split_rows', 'workers']"),
         ({"extract": {"workers": "2"}}, "extract", "workers: must be a whole number >= 1"),
         ({"extract": {"decoder": "rust"}}, "extract", "decoder: must be 'native' or 'python', got 'rust'"),
+        ({"extract": {"min_part_mb": -1}}, "extract", "min_part_mb: must be a whole number >= 0"),
         ({"heartbeat": "yes"}, "heartbeat", "must be true or false"),
         ({"max_seconds_behind": -5}, "max_seconds_behind", "positive number of seconds"),
         ({"verify": {"chunk_rows": 0}}, "verify", "chunk_rows: must be a whole number >= 1"),

@@ -49,7 +49,7 @@ def test_a_range_over_several_binlog_files_is_read_in_parts(make_pipeline, leade
         conn.close()
     end = leader_position(pipeline.leader_settings)
 
-    parallel = pipeline.extract(start, end, ExtractOptions(workers=2))
+    parallel = pipeline.extract(start, end, ExtractOptions(workers=2, min_part_mb=0))
     files = [f for s in parallel.segments if isinstance(s, RowSegment) for t in s.tables for f in t.files]
     assert {f.split("/")[0] for f in files} == {"part-000", "part-001"}
     read_in_parts = contents(pipeline, parallel)
@@ -59,7 +59,7 @@ def test_a_range_over_several_binlog_files_is_read_in_parts(make_pipeline, leade
     assert (parallel.start_gtid_set, parallel.end_gtid_set) == (single.start_gtid_set, single.end_gtid_set)
 
     # the parallel batch again (the single read overwrote its directory), then applied
-    batch = pipeline.extract(start, end, ExtractOptions(workers=2))
+    batch = pipeline.extract(start, end, ExtractOptions(workers=2, min_part_mb=0))
     run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
     assert_same_database(leader, pipeline.follower, db)
     assert pipeline.checkpoint().gtid_set == batch.end_gtid_set

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 import pytest
 
+from local_services import MariaDBServer, MySQLServer
 from mysql_cdc.capture.extract import extract_range
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
@@ -56,3 +57,21 @@ def capture(leader, leader_settings, tmp_path):
         return Captured(batch, store)
 
     return run
+
+
+# Leaders whose binlog is compressed, thresholds low enough that every event of a workload is
+# (MariaDB's compressed query/rows events; MySQL's transaction payloads).
+@pytest.fixture(scope="module")
+def mariadb_compressed(tmp_path_factory):
+    server = MariaDBServer(tmp_path_factory.mktemp("compressed"), "mariadb-compressed", server_id=21, binlog=True,
+                           die_with_parent=True, extra_args=("--log-bin-compress=ON", "--log-bin-compress-min-len=10"))
+    yield server.start()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def mysql_compressed(tmp_path_factory):
+    server = MySQLServer(tmp_path_factory.mktemp("compressed"), "mysql-compressed", server_id=22, binlog=True,
+                         die_with_parent=True, extra_args=("--binlog-transaction-compression=ON",))
+    yield server.start()
+    server.stop()

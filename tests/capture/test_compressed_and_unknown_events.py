@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 import pytest
 from pymysqlreplication import BinLogStreamReader
 
-from local_services import MariaDBServer, MySQLServer
 from mysql_cdc.capture.extract import BatchBuilder, BatchWriter, BinlogReader, _StopReading, extract_range
 from mysql_cdc.capture.events import UnknownEventError
 from mysql_cdc.capture.filters import TableFilter
@@ -87,22 +86,6 @@ def assert_workload_captured(captured: Captured) -> None:
     # the total order of change rows holds inside one (compressed) transaction too
     order = [(r["_binlog_seq"], r["_binlog_pos"], r["_row_index"]) for r in later]
     assert order == sorted(order) and len(set(order)) == len(order)
-
-
-@pytest.fixture(scope="module")
-def mariadb_compressed(tmp_path_factory):
-    server = MariaDBServer(tmp_path_factory.mktemp("compressed"), "mariadb-compressed", server_id=21, binlog=True,
-                           die_with_parent=True, extra_args=("--log-bin-compress=ON", "--log-bin-compress-min-len=10"))
-    yield server.start()
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def mysql_compressed(tmp_path_factory):
-    server = MySQLServer(tmp_path_factory.mktemp("compressed"), "mysql-compressed", server_id=22, binlog=True,
-                         die_with_parent=True, extra_args=("--binlog-transaction-compression=ON",))
-    yield server.start()
-    server.stop()
 
 
 def test_mariadb_compressed_query_and_rows_events_are_captured_exactly(mariadb_compressed, tmp_path):

@@ -204,16 +204,20 @@ MYSQL_OPAQUE_JSON = [  # MySQL keeps these as opaque scalars inside binary JSON
 ]
 
 
-@pytest.mark.parametrize("server", ["mariadb", "mysql"])
+@pytest.mark.parametrize("server", ["mariadb", "mysql", "mariadb_compressed", "mysql_compressed"])
 def test_both_decoders_write_identical_arrow_for_random_rows_of_every_type(server, request, tmp_path, unique_name,
                                                                           native_pushes):
+    """Compressed binlogs too: the rows events inside MariaDB's compressed events and MySQL's
+    transaction payloads reach the compiled decoder once inflated."""
     if server == "mariadb":
         leader, settings = request.getfixturevalue("leader"), MySQLSettings(**request.getfixturevalue("leader_user"))
-        extra = ["(100001, 'null')"]  # MariaDB's JSON is text
-    else:
+    elif server == "mysql":
         leader = request.getfixturevalue("mysql_leader")
         settings = MySQLSettings(**request.getfixturevalue("mysql_leader_user"))
-        extra = MYSQL_OPAQUE_JSON
+    else:
+        leader = request.getfixturevalue(server)
+        settings = MySQLSettings(**leader.conn_params())
+    extra = MYSQL_OPAQUE_JSON if server.startswith("mysql") else ["(100001, 'null')"]  # MariaDB's JSON is text
     r = random.Random(SEED)
     start = leader_position(settings)
     leader.run_sql(_workload(unique_name, r, extra))

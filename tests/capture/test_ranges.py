@@ -162,5 +162,8 @@ def test_a_long_range_is_cut_at_file_starts_into_parts_of_about_equal_size():
     ]
     parts = split_range(whole, files, 8)  # never more parts than files, never an empty one
     assert [p.start for p in parts[1:]] == [BinlogPosition(f"b.00000{i}", 4) for i in range(2, 6)]
+    # parts too small to pay for a process of their own are not cut: 9200 bytes hold two of 4000
+    assert split_range(whole, files, 8, min_part_bytes=4000) == split_range(whole, files, 2)
+    assert split_range(whole, files, 8, min_part_bytes=5000) == [whole]
     inside_one_file = PositionRange(BinlogPosition("b.000002", 4), BinlogPosition("b.000002", 900))
     assert split_range(inside_one_file, files, 4) == [inside_one_file]

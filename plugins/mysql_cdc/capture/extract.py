@@ -582,9 +582,11 @@ def read_range(read: RangeRead, store: ObjectStore | None = None) -> ChangeBatch
         return builder.finish()
 
 
-def split_range(range_: PositionRange, files: Sequence[BinlogFile], parts: int) -> list[PositionRange]:
+def split_range(range_: PositionRange, files: Sequence[BinlogFile], parts: int,
+                min_part_bytes: int = 0) -> list[PositionRange]:
     """The range cut at binlog file starts (transaction boundaries every server knows without
-    reading a byte) into at most ``parts`` pieces of about equal size."""
+    reading a byte) into at most ``parts`` pieces of about equal size, each worth its own reader
+    process: no more pieces than ``min_part_bytes`` of binlog fit in the range."""
     inside = [f for f in files if range_.start < BinlogPosition(f.name, 4) < range_.end]
     if parts <= 1 or not inside:
         return [range_]
@@ -594,6 +596,10 @@ def split_range(range_: PositionRange, files: Sequence[BinlogFile], parts: int) 
     spans = [(first, max(sizes.get(first, 0) - range_.start.offset, 0))]
     spans += [(f.name, f.size if f.name != range_.end.file else range_.end.offset) for f in inside]
     total = sum(size for _, size in spans) or 1
+    if min_part_bytes > 0:
+        parts = min(parts, total // min_part_bytes)
+        if parts <= 1:
+            return [range_]
     cuts, running = [], 0
     for (name, size), (_, following_size) in zip(spans[:-1], spans[1:]):
         running += size
@@ -657,7 +663,8 @@ def extract_range(settings: MySQLSettings, store: ObjectStore, pipeline: str, ra
         if range_.empty:
             return None
         flavor, leader_id = leader.flavor, leader.leader_id
-        pieces = split_range(range_, leader.binlog_files(), options.workers if storage is not None else 1)
+        pieces = split_range(range_, leader.binlog_files(), options.workers if storage is not None else 1,
+                             options.min_part_mb << 20)
         sets = [start_gtid_set if i == 0 and start_gtid_set is not None else leader.gtid_set_at(piece.start)
                 for i, piece in enumerate(pieces)] if track_gtids else [None] * len(pieces)
     batch_prefix_ = prefix or batch_prefix(pipeline, batch_id_for(range_))
