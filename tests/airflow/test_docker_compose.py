@@ -78,6 +78,18 @@ def test_services(compose):
     assert "8080:8080" in services["airflow-apiserver"]["ports"]
 
 
+def test_the_image_carries_the_compiled_row_decoder(compose):
+    """The capture's default decoder is native/: the image builds its wheel with the maturin pinned
+    in native/pyproject.toml and installs it beside requirements.txt (not runnable here: no Docker
+    engine; `make setup` builds the same crate on this machine)."""
+    dockerfile = compose["services"]["airflow-scheduler"]["build"]["dockerfile_inline"]
+    pinned = re.search(r'"(maturin==[\d.]+)"', (REPO_ROOT / "native" / "pyproject.toml").read_text()).group(1)
+    assert f"pip3 install --break-system-packages {pinned}" in dockerfile
+    assert "COPY native /src/native" in dockerfile and "--out /wheels" in dockerfile
+    assert re.search(r"pip install .*-r /tmp/requirements.txt /tmp/wheels/\*\.whl", dockerfile)
+    assert "native/target" in (REPO_ROOT / ".dockerignore").read_text().split()
+
+
 def test_leader_binlog_and_follower_local_infile(compose):
     leader = compose["services"]["mysql-leader"]["command"]
     for flag in LEADER_FLAGS:
