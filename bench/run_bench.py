@@ -30,6 +30,7 @@ ROWS = [
      "raw mysql-replication decode", "extract_oltp_vs_raw_decode", ">= 5"),
     ("extract rows/s, range read in 2 parts at once", "extract_parallel_rows_per_s", "extract_rows_per_s",
      "one reader", "extract_parallel_speedup", ">= 1.7"),
+    ("... of the 5M-row range", None, None, "one reader", "extract_parallel_speedup_5m", ">= 1.7"),
     ("snapshot copy, 2 workers vs 1 (s)", "snapshot_copy_s", "snapshot_copy_1_worker_s", "one worker",
      "snapshot_copy_parallel_speedup", ""),
     ("extract peak RSS MB at 1M / 5M rows", "extract_rss_mb_1m", "extract_rss_mb_5m", "at 5M rows",

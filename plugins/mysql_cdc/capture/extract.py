@@ -445,7 +445,7 @@ class BatchBuilder:
     def _writer_for(self, spec: TableSpec, start: BinlogPosition) -> TableChangeWriter:
         writer = self.writer.table_writer(spec)
         # (a table whose decoder changed without a DDL: its character set did, in the same way)
-        if writer.spec.signature != spec.signature or writer.spec.decoder != spec.decoder:
+        if writer.spec is not spec and (writer.spec.signature != spec.signature or writer.spec.decoder != spec.decoder):
             raise CaptureError(
                 f"{spec.database}.{spec.table} changed shape at {start} without a DDL statement in "
                 "the binlog (was it altered with binlog disabled?); re-copy it with a resnapshot run "
@@ -518,6 +518,12 @@ class BinlogReader:
             # log_file/log_pos. MariaDB GTID events still arrive.
             is_mariadb=False,
             enable_logging=False,
+            # A table map is parsed once per table id: the server gives a table a new id whenever
+            # its definition changes (ALTER, FLUSH TABLES: a new table share), so a map with a
+            # known id is the same map again, and one-row transactions would otherwise spend
+            # half their time re-parsing it. The library then drops the repeat before we see it;
+            # BatchBuilder keeps what it read from the first.
+            freeze_schema=True,
         )
         self.inflater = EventInflater(self.stream)
 

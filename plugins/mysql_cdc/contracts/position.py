@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 
 # FILE.SEQ:OFFSET. One definition: BinlogPosition.parse matches it, and the DAG's trigger form
 # validates its params with it (JSON Schema ``pattern``), so both accept exactly the same text.
 POSITION_PATTERN = r"^[^:\s]+\.[0-9]+:[0-9]+$"
 _FILE_PATTERN = r"[^:\s]+\.[0-9]+"
 _POSITION_RE = re.compile(POSITION_PATTERN)
+_FILE_RE = re.compile(_FILE_PATTERN)
+
+
+@lru_cache(maxsize=1024)
+def _is_file_name(name: str) -> bool:
+    # capture makes two positions per binlog event, all in a handful of files: checked once each
+    return _FILE_RE.fullmatch(name) is not None
 
 
 class InvalidPosition(ValueError):
@@ -31,7 +38,7 @@ class BinlogPosition:
     offset: int
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(_FILE_PATTERN, self.file or ""):
+        if not isinstance(self.file, str) or not _is_file_name(self.file):
             raise InvalidPosition(
                 f"binlog file name {self.file!r} does not end in a numeric sequence "
                 "(expected something like 'binlog.000003')"
