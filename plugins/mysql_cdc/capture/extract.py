@@ -59,7 +59,7 @@ from .leader import BinlogFile, Leader, PreflightError
 from .native import NativeTable, event_body, require_native
 from .types import column_type
 from .workers import worker_pool
-from .writer import TableChangeWriter, TableSpec, WriterLimits
+from .writer import RowsOrigin, TableChangeWriter, TableSpec, WriterLimits
 
 log = logging.getLogger(__name__)
 
@@ -383,14 +383,15 @@ class BatchBuilder:
         writer = self._writer_for(spec, start)
         at, first_index = self.rows_at
         first_index = first_index if at == start else 0
-        where = (self.file, start.sequence, start.offset, self.txn.timestamp, self.txn.gtid, str(self.txn.start))
+        origin = RowsOrigin(self.file, start.sequence, start.offset, self.txn.timestamp, self.txn.gtid,
+                            str(self.txn.start), event.packet.event_size, first_index)
         native = self.native_tables.get(event.table_id)
         if native is not None:
             n = writer.add_native_event(native, event, self._inflater(event).checksum, self._NATIVE_OPS[type(event)],
-                                        *where, first_index)
+                                        origin)
         else:
             op, rows, befores = self._ROW_READERS[type(event)](self, event, spec)
-            writer.add_event(op, rows, befores, *where, event.packet.event_size, first_index)
+            writer.add_event(op, rows, befores, origin)
             n = len(rows)
         self.rows_at = (start, first_index + n)
 

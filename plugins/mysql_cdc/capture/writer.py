@@ -32,6 +32,22 @@ class WriterLimits:
 
 
 @dataclass(frozen=True)
+class RowsOrigin:
+    """Where one rows event's rows come from, as every change row records it."""
+
+    file: str
+    seq: int  # the file's sequence number
+    pos: int  # the event's offset
+    commit_ts: int  # its transaction's timestamp
+    gtid: str | None
+    txn: str  # its transaction's start position
+    event_bytes: int
+    # rows are numbered from here: events inside one compressed transaction share a position and
+    # number their rows on, so (file, position, row index) stays a total order
+    first_index: int = 0
+
+
+@dataclass(frozen=True)
 class TableSpec:
     """A table's shape as its binlog table map gives it."""
 
@@ -125,36 +141,30 @@ class TableChangeWriter:
         self.txns: list[str] = []
         self._chunk_bytes = 0
 
-    def add_event(self, op: str, rows: list[tuple], befores: list[tuple] | None, file: str, seq: int,
-                  pos: int, commit_ts: int, gtid: str | None, txn: str, event_bytes: int,
-                  first_index: int = 0) -> None:
-        """Append one rows event's rows, decoded by the reference path; see ``_add_meta``."""
+    def add_event(self, op: str, rows: list[tuple], befores: list[tuple] | None, origin: RowsOrigin) -> None:
+        """Append one rows event's rows, decoded by the reference path."""
         self.rows.extend(rows)
         self.befores.extend(befores if befores is not None else [None] * len(rows))
-        self._add_meta(len(rows), op, file, seq, pos, commit_ts, gtid, txn, event_bytes, first_index)
+        self._add_meta(len(rows), op, origin)
 
-    def add_native_event(self, table, event, checksum: bool, op: str, file: str, seq: int, pos: int,
-                         commit_ts: int, gtid: str | None, txn: str, first_index: int = 0) -> int:
+    def add_native_event(self, table, event, checksum: bool, op: str, origin: RowsOrigin) -> int:
         """Decode one rows event with the compiled decoder into this writer's buffer; returns
         its row count."""
-        n = self.native.push(table, event, checksum, f"{file}:{pos}")
-        self._add_meta(n, op, file, seq, pos, commit_ts, gtid, txn, event.packet.event_size, first_index)
+        n = self.native.push(table, event, checksum, f"{origin.file}:{origin.pos}")
+        self._add_meta(n, op, origin)
         return n
 
-    def _add_meta(self, n: int, op: str, file: str, seq: int, pos: int, commit_ts: int, gtid: str | None,
-                  txn: str, event_bytes: int, first_index: int) -> None:
-        """Per-event metadata of ``n`` rows, extended in bulk (C loops, not Python). The rows are
-        numbered from ``first_index`` (events inside one compressed transaction share a position
-        and number their rows on)."""
+    def _add_meta(self, n: int, op: str, origin: RowsOrigin) -> None:
+        """Per-event metadata of ``n`` rows, extended in bulk (C loops, not Python)."""
         self.ops.extend([op] * n)
-        self.files_col.extend([file] * n)
-        self.seqs.extend([seq] * n)
-        self.positions.extend([pos] * n)
-        self.indexes.extend(range(first_index, first_index + n))
-        self.commit_ts.extend([commit_ts] * n)
-        self.gtids.extend([gtid] * n)
-        self.txns.extend([txn] * n)
-        self._chunk_bytes += event_bytes
+        self.files_col.extend([origin.file] * n)
+        self.seqs.extend([origin.seq] * n)
+        self.positions.extend([origin.pos] * n)
+        self.indexes.extend(range(origin.first_index, origin.first_index + n))
+        self.commit_ts.extend([origin.commit_ts] * n)
+        self.gtids.extend([origin.gtid] * n)
+        self.txns.extend([origin.txn] * n)
+        self._chunk_bytes += origin.event_bytes
         self.row_count += n
         if len(self.ops) >= self.limits.chunk_rows or self._chunk_bytes >= self.limits.chunk_bytes:
             self._flush_chunk()
