@@ -97,6 +97,23 @@ class CaptureError(RuntimeError):
     """The binlog cannot be turned into a correct batch; the message names where and why."""
 
 
+# Row values neither decoder may write as NULL; both raise these same errors (extract, native).
+
+def partial_image_error(table: str, column: str) -> CaptureError:
+    return CaptureError(
+        f"{table}: a row image without column {column!r}: a session wrote with binlog_row_image=MINIMAL or "
+        "NOBLOB, whose rows do not say what the column holds. Set binlog_row_image=FULL globally and in every "
+        "session"
+    )
+
+
+def unrepresentable_value_error(table: str, column: str, what: str) -> CaptureError:
+    return CaptureError(
+        f"{table}.{column}: a value the binlog reader cannot represent ({what}, e.g. a zero date '0000-00-00'); "
+        "fix the value on the leader, enable NO_ZERO_DATE, or exclude the table"
+    )
+
+
 class UnknownEventError(RuntimeError):
     """An event the capture does not understand: reading past it could lose changes."""
 

@@ -50,6 +50,7 @@ from ..contracts.gtid_set import parse_gtid_set
 from .gtid import GtidDecodeError, tagged_gtid
 from .events import (
     ANONYMOUS_GTID_LOG_EVENT, CARRY_NOTHING, CARRY_NOTHING_CODES, GTID_TAGGED_LOG_EVENT, CaptureError, UnknownEventError,
+    partial_image_error, unrepresentable_value_error,
 )
 from .rows import JSON_NULL, JSON_NULL_SOURCE, event_rows
 from .ddl import ParsedStatement, UnparseableDdl, parse_statement
@@ -429,17 +430,9 @@ class BatchBuilder:
                 elif source == JSON_NULL_SOURCE:
                     fixed[i] = JSON_NULL
                 elif source == NONE_SOURCE.COLS_BITMAP:
-                    raise CaptureError(
-                        f"{spec.database}.{spec.table}: a row image without column {name!r}: a session "
-                        "wrote with binlog_row_image=MINIMAL or NOBLOB, whose rows do not say what the "
-                        "column holds. Set binlog_row_image=FULL globally and in every session"
-                    )
+                    raise partial_image_error(f"{spec.database}.{spec.table}", name)
                 elif source not in (None, NONE_SOURCE.NULL):
-                    raise CaptureError(
-                        f"{spec.database}.{spec.table}.{name}: a value the binlog reader cannot "
-                        f"represent ({source}, e.g. a zero date '0000-00-00'); fix the value on the "
-                        "leader, enable NO_ZERO_DATE, or exclude the table"
-                    )
+                    raise unrepresentable_value_error(f"{spec.database}.{spec.table}", name, source)
             row = tuple(fixed)
         return row
 

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..contracts import change_row as cr
 from .compressed import CHECKSUM_SIZE, HEADER_SIZE, raw_event
-from .events import CaptureError
+from .events import CaptureError, partial_image_error, unrepresentable_value_error
 
 DECODERS = ("native", "python")
 
@@ -90,17 +90,9 @@ class NativeRows:
         qualified = f"{self.spec.database}.{self.spec.table}"
         name = self.spec.names[column] if 0 <= column < len(self.spec.names) else None
         if reason == "partial_image":
-            # the reference path's words for the same row image (BatchBuilder._row)
-            return CaptureError(
-                f"{qualified}: a row image without column {name!r}: a session wrote with binlog_row_image=MINIMAL "
-                "or NOBLOB, whose rows do not say what the column holds. Set binlog_row_image=FULL globally and "
-                "in every session"
-            )
+            return partial_image_error(qualified, name)
         if reason == "zero_date":
-            return CaptureError(
-                f"{qualified}.{name}: a value the binlog reader cannot represent ({message}, e.g. a zero date "
-                "'0000-00-00'); fix the value on the leader, enable NO_ZERO_DATE, or exclude the table"
-            )
+            return unrepresentable_value_error(qualified, name, message)
         column_text = f".{name}" if name else ""
         return CaptureError(
             f"{qualified}{column_text}: the compiled decoder cannot read the rows event at {where} ({reason}: "
