@@ -82,7 +82,8 @@ def ours(leader_settings: MySQLSettings, follower: MariaDBServer, work: Path, da
         conn.close()
     secrets = JobSecrets(MySQLSettings(**follower.conn_params()), storage)
     manifest = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
-    merge_wall, _ = run_spark_submit(manifest, secrets, work, "2g", "")
+    merge_wall, summary = run_spark_submit(manifest, secrets, work, "2g", "")
+    log(f"  merge summary: {summary}")
     return {"rows": batch.row_count, "copy_s": round(copied, 2), "copy_1_worker_s": round(one_worker, 2),
             "merge_s": round(merge_wall, 2), "total_s": round(copied + merge_wall, 2)}
 

@@ -5,7 +5,9 @@ a copy that resumes.
 
 Merge points: ``after_staging`` (staging tables and load files prepared, follower transaction not
 begun), ``before_commit`` (follower transaction done but not committed), ``after_ddl`` (a DDL ran,
-the checkpoint still carries its pending marker). Snapshot copy points: ``copy_planned`` (the
+the checkpoint still carries its pending marker), ``before_swap`` (a snapshot's shadow table
+loaded, the table's position marked swapping), ``after_swap`` (the shadow renamed into the
+table's place, the table's position not yet done). Snapshot copy points: ``copy_planned`` (the
 plan written, no chunk copied), ``copy_after_chunk`` (one chunk's record written),
 ``copy_before_manifest`` (every chunk and catch-up written, the manifest not). Leave the variable
 unset in production.
@@ -17,8 +19,8 @@ import os
 import sys
 
 CRASH_ENV = "MYSQL_CDC_CRASH_AT"
-CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "copy_planned", "copy_after_chunk",
-                "copy_before_manifest")
+CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "before_swap", "after_swap", "copy_planned",
+                "copy_after_chunk", "copy_before_manifest")
 
 
 def crash_point(name: str) -> None:

@@ -21,7 +21,7 @@ from merge_helpers import assert_same_database, job_output, leader_position, spa
 from mysql_cdc.faults import CRASH_ENV
 from mysql_cdc.capture.extract import CaptureError
 from mysql_cdc.settings import SnapshotOptions
-from mysql_cdc.contracts import COPYING, DONE, SnapshotPendingError, plan_replay
+from mysql_cdc.contracts import COPYING, DONE, SWAPPING, SnapshotPendingError, plan_replay
 from mysql_cdc.spark.merge import run_merge
 from test_merge_types import COLUMNS, NULLS, ROW_1, ROW_2
 
@@ -163,15 +163,31 @@ def test_resnapshot_repairs_one_table_while_the_others_stream(make_pipeline, lea
     assert_same_database(leader, follower, db)
 
 
-@pytest.mark.parametrize("point", ["after_staging", "before_commit"])
+# where a crash stops a copy swapped in through its shadow table, and what readers then see of kv
+SWAP_CRASHES = {
+    "after_staging": (COPYING, "old"),  # the shadow is loaded, nothing is marked
+    "before_swap": (SWAPPING, "old"),  # marked swapping, the shadow not yet renamed in
+    "after_swap": (SWAPPING, "copy"),  # renamed in, the old table not yet dropped
+    "before_commit": (SWAPPING, "copy"),  # everything but the table's position
+}
+
+
+@pytest.mark.parametrize("point", sorted(SWAP_CRASHES))
 def test_a_crashed_snapshot_merge_is_finished_by_its_retry(make_pipeline, leader, follower, spark, tmp_path, point):
+    """The copy goes into a shadow table, loaded by the Spark tasks in parallel, and is renamed
+    into the table's place: readers see the old rows (here: none) or the whole copy, and a crash
+    at any step is finished by the retry, whose follower equals the leader."""
     pipeline = make_pipeline(start=False)
     db = pipeline.database
     leader.run_sql(kv_tables(db))
     batch = pipeline.snapshot()
     crashed = spark_submit(pipeline, batch, tmp_path / "job", {CRASH_ENV: point})
     assert crashed.returncode != 0 and f"{CRASH_ENV}={point}" in job_output(crashed), job_output(crashed)[-2000:]
-    assert table_rows(follower, db, "kv") == {}, "nothing of the copy is visible before its commit"
+    state, seen = SWAP_CRASHES[point]
+    assert pipeline.table_positions().of(db, "kv").state == state
+    assert table_rows(follower, db, "kv") == ({} if seen == "old" else table_rows(leader, db, "kv"))
+    if seen == "old":  # the whole copy waits in the shadow table, loaded by the Spark tasks
+        assert table_rows(follower, db, "__mcdc_new_kv") == table_rows(leader, db, "kv")
     assert pipeline.table_positions().pending_batch() == batch.batch_id
     with pytest.raises(SnapshotPendingError):
         plan_replay(pipeline.capture([f"INSERT INTO {db}.kv VALUES (9, 'z')"]), pipeline.checkpoint(),
@@ -180,8 +196,43 @@ def test_a_crashed_snapshot_merge_is_finished_by_its_retry(make_pipeline, leader
     assert retried.returncode == 0, job_output(retried)[-3000:]
     assert pipeline.table_positions().pending_batch() is None
     run_merge(spark, pipeline.manifest_uri(pipeline.batches[-1]), pipeline.secrets)
-    assert_same_database(leader, follower, db)
+    assert_same_database(leader, follower, db)  # no shadow or replaced table left behind either
     assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []
+
+
+@pytest.mark.parametrize("point", ["after_staging", "before_commit"])
+def test_a_table_a_rename_would_break_is_loaded_in_the_commit(make_pipeline, leader, follower, spark, tmp_path,
+                                                               point):
+    """Foreign keys name their tables and a rename takes a table's triggers along: such tables
+    are loaded in the transaction that records their position, and keep their keys and triggers;
+    a crash in it shows nothing of the copy, and the retry finishes it."""
+    pipeline = make_pipeline(start=False)
+    db = pipeline.database
+    leader.run_sql(kv_tables(db) + [
+        "CREATE TABLE child (id INT PRIMARY KEY, kv_id INT, FOREIGN KEY (kv_id) REFERENCES kv (id))",
+        "INSERT INTO child VALUES (1, 1), (2, 3)"])
+    batch = pipeline.snapshot()
+    # the follower already has `other` as the leader does (so the copy keeps it), with a trigger
+    follower.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.other (id INT PRIMARY KEY, v INT)",
+                      f"CREATE TRIGGER {db}.other_audit BEFORE INSERT ON {db}.other FOR EACH ROW SET NEW.v = NEW.v"])
+    crashed = spark_submit(pipeline, batch, tmp_path / "job", {CRASH_ENV: point})
+    assert crashed.returncode != 0 and f"{CRASH_ENV}={point}" in job_output(crashed), job_output(crashed)[-2000:]
+    assert "not through a shadow table: it has 0 trigger(s) and 1 foreign key(s)" in job_output(crashed)
+    assert table_rows(follower, db, "child") == {} and pipeline.table_positions().of(db, "child").state == COPYING
+    retried = spark_submit(pipeline, batch, tmp_path / "retry")
+    assert retried.returncode == 0, job_output(retried)[-3000:]
+    output = job_output(retried)
+    assert f"{db}.kv: the copy is loaded in one stream" in output  # a foreign key points at it
+    assert f"{db}.other: the copy is loaded in one stream inside the commit's transaction, not through a shadow " \
+           "table: it has 1 trigger(s) and 0 foreign key(s)" in output
+    assert_same_database(leader, follower, db)  # the foreign key is still there
+    conn = follower.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = %s", (db,))
+            assert [t[0] for t in cur.fetchall()] == ["other_audit"]
+    finally:
+        conn.close()
 
 
 CAUSES = {

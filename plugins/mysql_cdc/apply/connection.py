@@ -15,7 +15,9 @@ def connect(settings: MySQLSettings, **kwargs):
     - ``foreign_key_checks = 0``: the leader already enforced its foreign keys, and the merge
       replaces a row by delete + insert, which with checks on would cascade to (or be refused
       for) the row's children on the follower. The leader's own cascades are not in the binlog,
-      so tables with ON DELETE/UPDATE CASCADE cannot be mirrored by binlog capture anyway."""
+      so tables with ON DELETE/UPDATE CASCADE cannot be mirrored by binlog capture anyway.
+    - ``NO_AUTO_VALUE_ON_ZERO``: rows carry their AUTO_INCREMENT values; an id of 0 must stay 0,
+      not draw a new one."""
     try:
         conn = settings.connect(**kwargs)
     except pymysql.err.OperationalError as exc:
@@ -23,5 +25,6 @@ def connect(settings: MySQLSettings, **kwargs):
             f"cannot connect to {settings.describe('follower')}: {exc.args[-1]}"
         ) from None
     with conn.cursor() as cur:
-        cur.execute("SET SESSION time_zone = '+00:00', foreign_key_checks = 0")
+        cur.execute("SET SESSION time_zone = '+00:00', foreign_key_checks = 0, "
+                    "sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_VALUE_ON_ZERO')")
     return conn

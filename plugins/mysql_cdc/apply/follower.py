@@ -5,6 +5,10 @@
   the staging tables name, LOAD DATA the load files straight into the tables, move the
   checkpoint, commit.
 - ``Follower.replay_ddl``: a DDL statement, made crash-safe by the pending-DDL marker.
+- ``Follower.create_shadow`` / ``swap_in``: a snapshot's copy, loaded in parallel into a shadow
+  table beside the target, then renamed into its place, made crash-safe by the table position's
+  ``swapping`` state (``apply_snapshot``: the same in one transaction, for a table a rename
+  would break).
 
 SQL that holds identifiers never goes through pymysql's ``%`` formatting (a column may be called
 ``a%b``): it is executed without parameters, and the only values it embeds are integers we made.
@@ -23,7 +27,7 @@ from typing import Iterator, Sequence
 import pymysql
 
 from ..contracts import (
-    CHECKPOINT_SCHEMA, DONE, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, SnapshotSegment, TableChanges,
+    CHECKPOINT_SCHEMA, DONE, SWAPPING, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, SnapshotSegment, TableChanges,
     TablePosition, TablePositions, read_checkpoint, read_table_positions, require_checkpoint, write_checkpoint,
     write_table_position,
 )
@@ -42,6 +46,14 @@ _ER_NO_SUCH_TABLE, _ER_BAD_DB = 1146, 1049
 
 def qualified(database: str, table: str) -> str:
     return f"{quote_ident(database)}.{quote_ident(table)}"
+
+
+def shadow_name(table: str, role: str) -> str:
+    """``__mcdc_<role>_<table>``: the snapshot's shadow of a table (role ``new``) or the table it
+    replaced (``old``), in the table's own database (a rename across databases would fail for a
+    table with triggers, or on another file system); hashed when too long for MySQL's 64."""
+    name = f"__mcdc_{role}_{table}"
+    return name if len(name) <= 64 else f"__mcdc_{role}_{hashlib.sha1(table.encode()).hexdigest()[:24]}"
 
 
 # -- follower tables ---------------------------------------------------------------------------
@@ -104,9 +116,6 @@ class Follower:
         self.settings = settings
         # LOAD DATA LOCAL INFILE writes the batch's rows inside the segment transaction
         self.conn = connect(settings, local_infile=True)
-        with self.conn.cursor() as cur:
-            # rows carry their AUTO_INCREMENT values: an id of 0 must stay 0, not draw a new one
-            cur.execute("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_VALUE_ON_ZERO')")
 
     def close(self) -> None:
         self.conn.close()
@@ -291,6 +300,78 @@ class Follower:
             if done is not None:
                 write_checkpoint(self.conn, done)
         return inserted
+
+    def swap_refused(self, database: str, table: str) -> str | None:
+        """Why a copy of the table cannot go through a shadow table, or None. A rename takes the
+        table's triggers away with it, and foreign keys name their tables (``CREATE TABLE ...
+        LIKE`` copies neither): such a table is loaded in the commit's own transaction."""
+        triggers = self._rows(
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = %s "
+            "AND EVENT_OBJECT_TABLE = %s", (database, table))[0][0]
+        keys = self._rows(
+            "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE (CONSTRAINT_SCHEMA = %s AND "
+            "TABLE_NAME = %s) OR (UNIQUE_CONSTRAINT_SCHEMA = %s AND REFERENCED_TABLE_NAME = %s)",
+            (database, table, database, table))[0][0]
+        if triggers or keys:
+            return f"it has {triggers} trigger(s) and {keys} foreign key(s) on the follower"
+        return None
+
+    def create_shadow(self, segment: SnapshotSegment) -> str:
+        """An empty table like the follower's (made from the leader's definition just before),
+        beside it; a leftover of a crashed attempt is dropped first. Returns its SQL name."""
+        shadow = qualified(segment.database, shadow_name(segment.table, "new"))
+        with self.conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {shadow}")
+            cur.execute(f"CREATE TABLE {shadow} LIKE {qualified(segment.database, segment.table)}")
+        return shadow
+
+    def drop_shadow(self, segment: SnapshotSegment) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {qualified(segment.database, shadow_name(segment.table, 'new'))}")
+
+    def swap_in(self, expected: Checkpoint, segment: SnapshotSegment, batch_id: str, done: Checkpoint | None,
+                expected_rows: int) -> int:
+        """Put the shadow table, holding the whole copy, in the table's place and record the
+        table's position (and ``done``, the pipeline's). A rename is DDL and commits on its own,
+        so the table's position says ``swapping`` first: from then on the shadow is complete, and
+        a shadow that is gone has been renamed in. ``finish_swap`` does the rest, now or on the
+        retry after a crash. Returns the rows of the copy."""
+        shadow = qualified(segment.database, shadow_name(segment.table, "new"))
+        # the tasks each checked their own load; this also catches a task Spark ran twice
+        rows = self._rows(f"SELECT COUNT(*) FROM {shadow}")[0][0]
+        if rows != expected_rows:
+            raise MergeError(
+                f"{shadow}: the copy of {segment.qualified_name} loaded {rows} rows where {expected_rows} were staged "
+                "(a Spark task retried after its load?); run the merge again: it loads the copy afresh"
+            )
+        with self.locked(expected):
+            write_table_position(self.conn, expected.pipeline,
+                                 TablePosition(segment.database, segment.table, segment.at, batch_id, SWAPPING))
+        crash_point("before_swap")
+        self.finish_swap(expected, segment, batch_id, done)
+        return rows
+
+    def finish_swap(self, expected: Checkpoint, segment: SnapshotSegment, batch_id: str,
+                    done: Checkpoint | None) -> None:
+        """The swap after its ``swapping`` mark: rename the shadow in if it is still there (one
+        atomic RENAME: readers see the old rows or the copy, never no table), drop the table it
+        replaced, mark the table's position done."""
+        target = qualified(segment.database, segment.table)
+        new, old = (shadow_name(segment.table, role) for role in ("new", "old"))
+        present = {r[0] for r in self._rows(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN (%s, %s)",
+            (segment.database, new, segment.table))}
+        with self.conn.cursor() as cur:
+            if new in present:
+                renames = [f"{target} TO {qualified(segment.database, old)}"] if segment.table in present else []
+                cur.execute("RENAME TABLE " + ", ".join([*renames, f"{qualified(segment.database, new)} TO {target}"]))
+                crash_point("after_swap")
+            cur.execute(f"DROP TABLE IF EXISTS {qualified(segment.database, old)}")
+        with self.locked(expected, crash_before_commit=True):
+            write_table_position(self.conn, expected.pipeline,
+                                 TablePosition(segment.database, segment.table, segment.at, batch_id, DONE))
+            if done is not None:
+                write_checkpoint(self.conn, done)
 
     def advance(self, expected: Checkpoint, done: Checkpoint) -> None:
         with self.locked(expected):

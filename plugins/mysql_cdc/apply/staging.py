@@ -11,10 +11,12 @@ net rows are split in two:
 - rows that end up in the follower (keyed: ``I`` and ``U``; keyless: ``I``, one line per copy)
   are encoded once, exactly (``encoding``), into a *load file* in the batch store under
   ``<pipeline>/merge-scratch/``; the transaction ``LOAD DATA LOCAL INFILE``s it straight into the
-  target table.
+  target table. A snapshot's copy instead goes into a *shadow table* nobody reads yet
+  (``StagePlan.load_into``): every task loads its own rows into it, so the partitions load in
+  parallel and no file makes a round trip through the store; the driver then swaps the shadow in.
 
 Both are idempotent per task (same names, recreated/overwritten), so a retried or re-run task needs
-no coordination and all partitions prepare in parallel. The driver applies them in one follower
+no coordination and all partitions prepare in parallel (a shadow load is not: the driver counts). The driver applies them in one follower
 transaction (``follower.Follower.apply_rows``), then drops the staging tables and load files.
 
 A staging table has the chosen columns of the follower table (same types, charsets and
@@ -44,6 +46,7 @@ from ..settings import MySQLSettings
 from ..storage import StorageSpec
 from .connection import connect
 from .encoding import LoadColumn, encode_rows, load_column, load_data_clause, quote_ident
+from .reader import read_units
 
 OP = "__mcdc_op"
 COUNT = "__mcdc_n"
@@ -56,6 +59,7 @@ RESULT_SCHEMA = pa.schema([
     ("load_file", pa.string()),  # store key of the partition's load file, or null
     ("load_columns", pa.string()),  # the LOAD DATA column list the file was written for
     ("rows", pa.int64()), ("inserts", pa.int64()), ("upserts", pa.int64()), ("deletes", pa.int64()),
+    ("loaded", pa.int64()),  # rows the task loaded into ``StagePlan.load_into`` itself
 ])
 
 # the LOAD DATA format of every file the merge job writes: the server's defaults, spelled out
@@ -109,6 +113,7 @@ class StagePlan:
     insert_columns: tuple[str, ...]  # the columns a load file carries (generated ones compute themselves)
     removal_columns: tuple[str, ...]  # the columns a staging table carries (keys, or all of a keyless row)
     removal_ddl: tuple[str, ...]  # their definitions, from the follower's own table
+    load_into: str | None = None  # a table (SQL name) the task loads its final rows into, instead of a load file
 
     def create_sql(self, name: str) -> str:
         body = ",\n  ".join([
@@ -224,7 +229,7 @@ def prepare_partition(plan: StagePlan, partition: int, batches) -> dict:
     docstring); returns the result row the driver applies."""
     removals = _EncodedFile(plan, plan.removal_columns, (COUNT, ROW))
     additions = _EncodedFile(plan, plan.insert_columns)
-    counts = dict(rows=0, inserts=0, upserts=0, deletes=0)
+    counts = dict(rows=0, inserts=0, upserts=0, deletes=0, loaded=0)
     result = dict(stage=None, load_file=None, load_columns=None)
     try:
         for batch in batches:
@@ -245,7 +250,9 @@ def prepare_partition(plan: StagePlan, partition: int, batches) -> dict:
                 _stage_removals(conn, plan, result["stage"], removals)
             finally:
                 conn.close()
-        if additions.rows:
+        if additions.rows and plan.load_into:
+            counts["loaded"] = _load_additions(plan, additions)
+        elif additions.rows:
             additions.close()
             key = f"{plan.scratch_dir}/part-{partition:05d}.tsv"
             plan.storage.open().put_file(additions.path, key)
@@ -254,6 +261,42 @@ def prepare_partition(plan: StagePlan, partition: int, batches) -> dict:
         removals.remove()
         additions.remove()
     return {**result, **counts}
+
+
+def _load_additions(plan: StagePlan, additions: _EncodedFile) -> int:
+    """Load the partition's final rows into ``plan.load_into`` in one statement (autocommit: all
+    of them or none). A retried task loads them again: the driver counts the table before it
+    swaps it in, so a double load fails the job instead of duplicating rows."""
+    additions.close()
+    conn = connect(plan.follower, local_infile=True)
+    try:
+        with conn.cursor() as cur:
+            loaded = load_data(cur, additions.path, plan.load_into, additions.clause)
+            check_load_warnings(cur, plan.load_into)
+    finally:
+        conn.close()
+    if loaded != additions.rows:
+        raise StagingError(f"{plan.load_into}: loaded {loaded} rows, expected {additions.rows}")
+    return loaded
+
+
+def prepare_read_units(plan: StagePlan, storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
+                       units: list[tuple[str, int, int]], indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body over read-unit indexes (``reader.read_units``) for rows that need no
+    transform, a copy with nothing to fold in: the task reads its units and prepares their rows
+    as inserts itself, so no row goes through Spark's JVM and back. Yields one result row."""
+    indexes = [pa.record_batch([pa.array([i for b in indexes for i in b.column(0).to_pylist()], pa.int64())],
+                               names=["id"])]
+    if not indexes[0].num_rows:
+        return
+    inserts = (
+        batch.append_column(OP, pa.array([cr.INSERT] * batch.num_rows, pa.string()))
+             .append_column(COUNT, pa.array(np.ones(batch.num_rows, dtype=np.int64)))
+        for batch in read_units(storage, batch_prefix, schema, units, iter(indexes))
+    )
+    result = prepare_partition(plan, indexes[0].column(0)[0].as_py(), inserts)
+    if result["rows"]:
+        yield pa.RecordBatch.from_pylist([result], schema=RESULT_SCHEMA)
 
 
 def prepare_partitions(plan: StagePlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

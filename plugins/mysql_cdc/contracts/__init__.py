@@ -26,6 +26,7 @@ from .batch import (
 from .checkpoint import (
     CHECKPOINT_SCHEMA,
     COPYING,
+    SWAPPING,
     DONE,
     Checkpoint,
     TablePosition,
@@ -55,6 +56,7 @@ from .replay import (
 
 __all__ = [
     "COPYING",
+    "SWAPPING",
     "DONE",
     "SnapshotPendingError",
     "SNAPSHOT_MARK",

@@ -160,7 +160,11 @@ def write_checkpoint(conn, checkpoint: Checkpoint) -> None:
 # -- per-table positions ------------------------------------------------------------------------
 
 TABLE_POSITION_TABLE = f"`{CHECKPOINT_SCHEMA}`.`table_position`"
-COPYING, DONE = "copying", "done"
+# A table position's states. ``copying``: the snapshot batch that copies the table is not applied
+# yet. ``swapping``: its copy is complete in the follower's shadow table, and the shadow is being
+# (or has been) renamed into the table's place; if the shadow is gone, the swap happened
+# (``apply.follower``). ``done``: the follower's table holds the copy.
+COPYING, SWAPPING, DONE = "copying", "swapping", "done"
 
 CREATE_SQL = CREATE_SQL + (
     f"""CREATE TABLE IF NOT EXISTS {TABLE_POSITION_TABLE} (
@@ -179,9 +183,9 @@ CREATE_SQL = CREATE_SQL + (
 
 @dataclass(frozen=True)
 class TablePosition:
-    """A table copied (``done``) or being copied (``copying``) by a snapshot at ``position``:
-    the follower's rows of it equal the leader's as of ``position``, so its changes before
-    ``position`` are not applied again."""
+    """A table copied (``done``) or being copied (``copying``, ``swapping``) by a snapshot at
+    ``position``: once done, the follower's rows of it equal the leader's as of ``position``, so
+    its changes before ``position`` are not applied again."""
 
     database: str
     table: str
@@ -209,7 +213,7 @@ class TablePositions:
 
     def pending_batch(self) -> str | None:
         """The snapshot batch whose copy has not finished, if any."""
-        return next((p.batch_id for p in self.by_table.values() if p.state == COPYING), None)
+        return next((p.batch_id for p in self.by_table.values() if p.state != DONE), None)
 
 
 def read_table_positions(conn, pipeline: str) -> TablePositions:
@@ -265,7 +269,7 @@ def rebase_checkpoint(conn, expected: Checkpoint, position: BinlogPosition, lead
                 "leader (another run of the pipeline?); run it again"
             )
         ahead = [p for p in read_table_positions(conn, expected.pipeline).by_table.values()
-                 if p.state == COPYING or p.position > current.position]
+                 if p.state != DONE or p.position > current.position]
         _drop_table_positions(conn, expected.pipeline)
         write_checkpoint(conn, Checkpoint(
             current.pipeline, position, current.gtid, current.batch_id, gtid_set=current.gtid_set,

@@ -9,6 +9,9 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
   removals into staging tables in the follower, final rows into load files); then the driver
   applies all tables of the segment and moves the checkpoint in ONE follower transaction
   (``mysql_cdc.apply.follower``), which LOADs the files straight into the tables.
+- ``snapshot``: one table's copy, its chunks caught up to one position; the executors load it
+  into a shadow table in parallel, and the driver renames it into the table's place and records
+  the table's position, crash-safe through the position's ``swapping`` state.
 
 ``run_merge`` is the in-process entry point; ``spark_jobs/merge_batch.py`` only wires it.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Union
 
@@ -31,12 +34,12 @@ from ..apply.follower import Follower, FollowerColumn, StagedTable
 from ..apply.report import MergeSummary, TableReport, plural
 from ..apply.reader import change_schema, read_plan, read_units, snapshot_schema
 from ..apply.staging import (
-    COUNT, OP, PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, scratch_prefix, scratch_segment_prefix,
-    staging_prefix, staging_segment_prefix, staging_table_prefix,
+    COUNT, OP, PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, prepare_read_units, scratch_prefix,
+    scratch_segment_prefix, staging_prefix, staging_segment_prefix, staging_table_prefix,
 )
 from ..contracts import (
-    ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges, TablePositions,
-    plan_replay, same_leader, table_position,
+    SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges,
+    TablePositions, plan_replay, same_leader, table_position,
 )
 from ..settings import JobSecrets
 from ..storage import ObjectStore, StorageSpec, read_manifest
@@ -221,39 +224,104 @@ def caught_up_rows(ctx: _Context, segment: SnapshotSegment) -> tuple[DataFrame |
                                                            ops.get(cr.DELETE, 0))
 
 
+def _snapshot_done(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoint) -> Checkpoint | None:
+    """The pipeline's checkpoint once this copy is applied, if it moves it: the copy of the last
+    table of a full snapshot does (every table is then copied: the stream goes on from where the
+    copy was planned; on a new leader, whatever the old checkpoint said, its positions being
+    another server's)."""
+    last = segment.index == len(ctx.batch.segments) - 1
+    if segment.full and last and (checkpoint.position < ctx.batch.start or not same_leader(checkpoint, ctx.batch)):
+        return Checkpoint(ctx.batch.pipeline, ctx.batch.start, None, ctx.batch.batch_id,
+                          gtid_set=ctx.batch.start_gtid_set, leader_id=ctx.batch.leader_id)
+    return None
+
+
+def _swap_started(ctx: _Context, segment: SnapshotSegment) -> bool:
+    """Whether an earlier attempt had this copy complete in its shadow table and began to swap
+    it in (then crashed): the retry only finishes the swap."""
+    position = ctx.positions.of(segment.database, segment.table)
+    return (position is not None and position.state == SWAPPING and position.batch_id == ctx.batch.batch_id
+            and position.position == segment.at)
+
+
+def load_copy(ctx: _Context, segment: SnapshotSegment, plan: StagePlan) -> list[dict]:
+    """A copy with no catch-up (nothing changed in the table during it) goes from its Parquet
+    files into ``plan.load_into`` in the tasks that read them: no transform, so no row needs to
+    cross into Spark's JVM and back. Returns one stage result per task."""
+    table = segment.as_table_changes()
+    spark = ctx.spark()
+    units = read_plan(table, spark.sparkContext.defaultParallelism)
+    if not units:
+        return []
+    indexes = spark.range(0, len(units), 1, numPartitions=len(units))
+    load = partial(prepare_read_units, plan, ctx.secrets.storage, ctx.batch.prefix, snapshot_schema(table), units)
+    return [r.asDict() for r in indexes.mapInArrow(load, _spark_schema(RESULT_SCHEMA)).collect()]
+
+
 def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoint) -> Checkpoint:
     """Replace one follower table's rows with its copy (its chunks caught up to one position) and
-    record the table's position, in one transaction (the table is created first from the leader's
-    definition if it is missing or different). The copy of the last table of a full snapshot also
-    moves the pipeline's position."""
-    started = time.monotonic()
+    record the table's position (the table is created first from the leader's definition if it
+    is missing or different). Readers see the old rows until the copy is complete. The copy of
+    the last table of a full snapshot also moves the pipeline's position."""
     report = TableReport(segment.qualified_name, segment.row_count, kind="snapshot")
-    last = segment.index == len(ctx.batch.segments) - 1
-    done = None
-    if segment.full and last and (checkpoint.position < ctx.batch.start or not same_leader(checkpoint, ctx.batch)):
-        # every table is now copied: the stream goes on from where the copy was planned (on a
-        # new leader, whatever the old checkpoint said: its positions are another server's)
-        done = Checkpoint(ctx.batch.pipeline, ctx.batch.start, None, ctx.batch.batch_id,
-                          gtid_set=ctx.batch.start_gtid_set, leader_id=ctx.batch.leader_id)
-    columns = ctx.follower.prepare_snapshot_table(segment)
-    table = segment.as_table_changes()
-    try:
-        rows, (report.inserted, report.updated, report.deleted) = caught_up_rows(ctx, segment)
-        prepared = stage(rows, _stage_plan(ctx, segment, 0, table, columns)) if rows is not None else []
-        crash_point("after_staging")
-        staged = StagedTable(table, columns, tuple(prepared))
-        report.stage_seconds = time.monotonic() - started
-        applied = time.monotonic()
-        # without a catch-up the load must hold exactly the rows copied; with one, what was staged
-        expected = segment.row_count if segment.catch_up is None or not segment.catch_up.files else None
-        report.rows_written = ctx.follower.apply_snapshot(checkpoint, segment, staged, ctx.store, ctx.batch.batch_id,
-                                                          done, expected)
-        report.apply_seconds = time.monotonic() - applied
-    finally:
-        _drop_prepared(ctx, segment)
+    done = _snapshot_done(ctx, segment, checkpoint)
+    if _swap_started(ctx, segment):
+        log.info("%s: finishing the swap of its copy that a crash interrupted", segment.qualified_name)
+        ctx.follower.finish_swap(checkpoint, segment, ctx.batch.batch_id, done)
+    else:
+        columns = ctx.follower.prepare_snapshot_table(segment)
+        refused = ctx.follower.swap_refused(segment.database, segment.table)
+        if refused:
+            log.info("%s: the copy is loaded in one stream inside the commit's transaction, not through a shadow "
+                     "table: %s", segment.qualified_name, refused)
+        try:
+            _load_snapshot(ctx, segment, checkpoint, columns, done, report, shadow=not refused)
+        finally:
+            _drop_prepared(ctx, segment)
     log.info("%s (%s, at %s)", report.describe(), plural(len(segment.chunks), "chunk"), segment.at)
     ctx.summary.add(report)
     return done or checkpoint
+
+
+def _load_snapshot(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoint,
+                   columns: tuple[FollowerColumn, ...], done: Checkpoint | None, report: TableReport,
+                   shadow: bool) -> None:
+    """Stage the caught-up copy and apply it. Through a shadow table (``shadow``), the Spark
+    tasks load their partitions into it in parallel and the driver swaps it in; otherwise the
+    driver loads the load files in the transaction that records the table's position."""
+    started = time.monotonic()
+    table = segment.as_table_changes()
+    plan = _stage_plan(ctx, segment, 0, table, columns)
+    if shadow:
+        plan = replace(plan, load_into=ctx.follower.create_shadow(segment))
+    swapping = False
+    caught_up = segment.catch_up is not None and bool(segment.catch_up.files)
+    try:
+        if shadow and not caught_up:
+            staged = StagedTable(table, columns, tuple(load_copy(ctx, segment, plan)))
+        else:
+            rows, (report.inserted, report.updated, report.deleted) = caught_up_rows(ctx, segment)
+            staged = StagedTable(table, columns, tuple(stage(rows, plan)) if rows is not None else ())
+        crash_point("after_staging")
+        report.stage_seconds = time.monotonic() - started
+        applied = time.monotonic()
+        # without a catch-up the load must hold exactly the rows copied; with one, what was staged
+        if shadow:
+            expected = staged.total("loaded") if caught_up else segment.row_count
+            swapping = True  # from here on, a shadow left behind may be the copy the retry swaps in
+            report.rows_written = ctx.follower.swap_in(checkpoint, segment, ctx.batch.batch_id, done, expected)
+        else:
+            report.rows_written = ctx.follower.apply_snapshot(checkpoint, segment, staged, ctx.store,
+                                                              ctx.batch.batch_id, done,
+                                                              None if caught_up else segment.row_count)
+        report.apply_seconds = time.monotonic() - applied
+    except BaseException:
+        if shadow and not swapping:
+            try:
+                ctx.follower.drop_shadow(segment)
+            except Exception:  # noqa: BLE001 - the retry drops it; keep the real error
+                log.warning("could not drop the shadow table of %s", segment.qualified_name, exc_info=True)
+        raise
 
 
 # segment kind (the manifest's "kind") -> how it is applied; every kind the contract knows is here
