@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from apply_workload import Workload
-from merge_helpers import assert_same_database
+from merge_helpers import assert_same_database, table_names
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.settings import MySQLSettings
 
@@ -70,7 +70,14 @@ def test_random_workload_merges_on_the_standalone_cluster(dag_runner, cluster_pi
     finally:
         conn.close()
 
-    # the cluster's own account: both merges ran there, and got executors on its worker
+    # a re-copy of every table: the cluster's executors load each copy into its shadow table
+    follower.run_sql([f"DELETE FROM {db}.{t}" for t in sorted(table_names(follower, db))])
+    recopy = dag_runner.run(PIPELINE, conf={"resnapshot": ["*"]})
+    assert recopy.tasks["merge_batch"] == SUCCESS, recopy.log_file
+    assert "merge summary" in recopy.log and "not through a shadow table" not in recopy.log, recopy.log_file
+    assert_same_database(leader, follower, db)
+
+    # the cluster's own account: every merge ran there, and got executors on its worker
     apps = [a for a in spark_cluster.applications() if a["name"] == f"mysql-cdc-merge-{PIPELINE}"]
-    assert len(apps) == 2, spark_cluster.applications()
+    assert len(apps) == 3, spark_cluster.applications()
     assert all(a["state"] == "FINISHED" and a["cores"] > 0 for a in apps), apps
