@@ -8,7 +8,7 @@ import pytest
 
 from mysql_cdc.apply.encoding import encode_rows, load_column, load_data_clause
 from mysql_cdc.contracts import RangeGapError, ReplayError
-from mysql_cdc.apply.follower import FollowerColumn
+from mysql_cdc.apply.follower import FollowerColumn, shadow_name
 from mysql_cdc.contracts import plan_replay
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, RowSegment
 
@@ -134,3 +134,11 @@ def test_the_merge_names_the_follower_connection_it_cannot_reach():
     with pytest.raises(MergeError, match=rf"cannot connect to the follower at 127.0.0.1:{port} as 'cdc_writer' "
                                          r"\(Airflow connection 'mysql_follower'\)"):
         connect(settings)
+
+
+def test_shadow_tables_are_named_within_mysql_limits_and_apart_per_table_and_role():
+    assert shadow_name("orders", "new") == "__mcdc_new_orders" and shadow_name("orders", "old") == "__mcdc_old_orders"
+    long_a, long_b = "a" * 60 + "_one", "a" * 60 + "_two"  # past 64 once prefixed, alike in their first 57
+    names = {shadow_name(t, role) for t in (long_a, long_b) for role in ("new", "old")}
+    assert len(names) == 4 and all(len(n) <= 64 and n.startswith("__mcdc_") for n in names)
+    assert shadow_name(long_a, "new") == shadow_name(long_a, "new")

@@ -318,10 +318,10 @@ class Follower:
 
     def create_shadow(self, segment: SnapshotSegment) -> str:
         """An empty table like the follower's (made from the leader's definition just before),
-        beside it; a leftover of a crashed attempt is dropped first. Returns its SQL name."""
-        shadow = qualified(segment.database, shadow_name(segment.table, "new"))
+        beside it; leftovers of a crashed attempt are dropped first. Returns its SQL name."""
+        shadow, old = (qualified(segment.database, shadow_name(segment.table, role)) for role in ("new", "old"))
         with self.conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {shadow}")
+            cur.execute(f"DROP TABLE IF EXISTS {shadow}, {old}")
             cur.execute(f"CREATE TABLE {shadow} LIKE {qualified(segment.database, segment.table)}")
         return shadow
 
