@@ -200,6 +200,29 @@ def test_a_crashed_snapshot_merge_is_finished_by_its_retry(make_pipeline, leader
     assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []
 
 
+@pytest.mark.parametrize("point", ["before_swap", "after_swap"])
+def test_a_crashed_resnapshot_keeps_the_damaged_rows_readable_until_the_copy_replaces_them(
+        make_pipeline, leader, follower, spark, tmp_path, point):
+    """A repair that crashes: readers of the damaged table see its old rows, then the whole copy,
+    never a partial one; the other table is untouched; the retry finishes, the stream goes on."""
+    pipeline = make_pipeline()
+    db = pipeline.database
+    run_merge(spark, pipeline.manifest_uri(pipeline.capture(kv_tables(db))), pipeline.secrets)
+    follower.run_sql([f"DELETE FROM {db}.kv WHERE id = 2", f"UPDATE {db}.kv SET v = 'wrong' WHERE id = 1"])
+    damaged, other = table_rows(follower, db, "kv"), table_rows(follower, db, "other")
+    repair = pipeline.snapshot(only=[f"{db}.kv"])
+    crashed = spark_submit(pipeline, repair, tmp_path / "job", {CRASH_ENV: point})
+    assert crashed.returncode != 0 and f"{CRASH_ENV}={point}" in job_output(crashed), job_output(crashed)[-2000:]
+    assert table_rows(follower, db, "kv") == (damaged if point == "before_swap" else table_rows(leader, db, "kv"))
+    assert table_rows(follower, db, "other") == other
+    retried = spark_submit(pipeline, repair, tmp_path / "retry")
+    assert retried.returncode == 0, job_output(retried)[-3000:]
+    assert "finishing the swap of its copy that a crash interrupted" in job_output(retried)
+    leader.run_sql([f"INSERT INTO {db}.kv VALUES (4, 'd')", f"UPDATE {db}.other SET v = 20 WHERE id = 2"])
+    run_merge(spark, pipeline.manifest_uri(pipeline.capture([])), pipeline.secrets)
+    assert_same_database(leader, follower, db)
+
+
 @pytest.mark.parametrize("point", ["after_staging", "before_commit"])
 def test_a_table_a_rename_would_break_is_loaded_in_the_commit(make_pipeline, leader, follower, spark, tmp_path,
                                                                point):
