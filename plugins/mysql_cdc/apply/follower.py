@@ -56,6 +56,11 @@ def shadow_name(table: str, role: str) -> str:
     return name if len(name) <= 64 else f"__mcdc_{role}_{hashlib.sha1(table.encode()).hexdigest()[:24]}"
 
 
+def _shadow(segment: SnapshotSegment, role: str) -> str:
+    """The SQL name of the segment's table's shadow (``shadow_name``)."""
+    return qualified(segment.database, shadow_name(segment.table, role))
+
+
 # -- follower tables ---------------------------------------------------------------------------
 
 _TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"})
@@ -319,15 +324,15 @@ class Follower:
     def create_shadow(self, segment: SnapshotSegment) -> str:
         """An empty table like the follower's (made from the leader's definition just before),
         beside it; leftovers of a crashed attempt are dropped first. Returns its SQL name."""
-        shadow, old = (qualified(segment.database, shadow_name(segment.table, role)) for role in ("new", "old"))
+        shadow = _shadow(segment, "new")
         with self.conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {shadow}, {old}")
+            cur.execute(f"DROP TABLE IF EXISTS {shadow}, {_shadow(segment, 'old')}")
             cur.execute(f"CREATE TABLE {shadow} LIKE {qualified(segment.database, segment.table)}")
         return shadow
 
     def drop_shadow(self, segment: SnapshotSegment) -> None:
         with self.conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {qualified(segment.database, shadow_name(segment.table, 'new'))}")
+            cur.execute(f"DROP TABLE IF EXISTS {_shadow(segment, 'new')}")
 
     def swap_in(self, expected: Checkpoint, segment: SnapshotSegment, batch_id: str, done: Checkpoint | None,
                 expected_rows: int) -> int:
@@ -336,7 +341,7 @@ class Follower:
         so the table's position says ``swapping`` first: from then on the shadow is complete, and
         a shadow that is gone has been renamed in. ``finish_swap`` does the rest, now or on the
         retry after a crash. Returns the rows of the copy."""
-        shadow = qualified(segment.database, shadow_name(segment.table, "new"))
+        shadow = _shadow(segment, "new")
         # the tasks each checked their own load; this also catches a task Spark ran twice
         rows = self._rows(f"SELECT COUNT(*) FROM {shadow}")[0][0]
         if rows != expected_rows:
@@ -356,17 +361,16 @@ class Follower:
         """The swap after its ``swapping`` mark: rename the shadow in if it is still there (one
         atomic RENAME: readers see the old rows or the copy, never no table), drop the table it
         replaced, mark the table's position done."""
-        target = qualified(segment.database, segment.table)
-        new, old = (shadow_name(segment.table, role) for role in ("new", "old"))
+        target, new, old = qualified(segment.database, segment.table), _shadow(segment, "new"), _shadow(segment, "old")
         present = {r[0] for r in self._rows(
             "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN (%s, %s)",
-            (segment.database, new, segment.table))}
+            (segment.database, shadow_name(segment.table, "new"), segment.table))}
         with self.conn.cursor() as cur:
-            if new in present:
-                renames = [f"{target} TO {qualified(segment.database, old)}"] if segment.table in present else []
-                cur.execute("RENAME TABLE " + ", ".join([*renames, f"{qualified(segment.database, new)} TO {target}"]))
+            if shadow_name(segment.table, "new") in present:
+                renames = [f"{target} TO {old}"] if segment.table in present else []
+                cur.execute("RENAME TABLE " + ", ".join([*renames, f"{new} TO {target}"]))
                 crash_point("after_swap")
-            cur.execute(f"DROP TABLE IF EXISTS {qualified(segment.database, old)}")
+            cur.execute(f"DROP TABLE IF EXISTS {old}")
         with self.locked(expected, crash_before_commit=True):
             write_table_position(self.conn, expected.pipeline,
                                  TablePosition(segment.database, segment.table, segment.at, batch_id, DONE))

@@ -16,8 +16,9 @@ net rows are split in two:
   parallel and no file makes a round trip through the store; the driver then swaps the shadow in.
 
 Both are idempotent per task (same names, recreated/overwritten), so a retried or re-run task needs
-no coordination and all partitions prepare in parallel (a shadow load is not: the driver counts). The driver applies them in one follower
-transaction (``follower.Follower.apply_rows``), then drops the staging tables and load files.
+no coordination and all partitions prepare in parallel (a shadow load is not idempotent: the
+driver counts the shadow). The driver applies them in one follower transaction
+(``follower.Follower.apply_rows``), then drops the staging tables and load files.
 
 A staging table has the chosen columns of the follower table (same types, charsets and
 collations, so comparisons inside the follower behave exactly like on the target; no keys, all
@@ -285,16 +286,16 @@ def prepare_read_units(plan: StagePlan, storage: StorageSpec, batch_prefix: str,
     """``mapInArrow`` body over read-unit indexes (``reader.read_units``) for rows that need no
     transform, a copy with nothing to fold in: the task reads its units and prepares their rows
     as inserts itself, so no row goes through Spark's JVM and back. Yields one result row."""
-    indexes = [pa.record_batch([pa.array([i for b in indexes for i in b.column(0).to_pylist()], pa.int64())],
-                               names=["id"])]
-    if not indexes[0].num_rows:
+    task_units = [i for batch in indexes for i in batch.column(0).to_pylist()]
+    if not task_units:
         return
+    rows = read_units(storage, batch_prefix, schema, units, iter([pa.record_batch([pa.array(task_units)], ["id"])]))
     inserts = (
-        batch.append_column(OP, pa.array([cr.INSERT] * batch.num_rows, pa.string()))
-             .append_column(COUNT, pa.array(np.ones(batch.num_rows, dtype=np.int64)))
-        for batch in read_units(storage, batch_prefix, schema, units, iter(indexes))
+        batch.append_column(OP, pa.repeat(pa.scalar(cr.INSERT), batch.num_rows))
+             .append_column(COUNT, pa.repeat(pa.scalar(1, pa.int64()), batch.num_rows))
+        for batch in rows
     )
-    result = prepare_partition(plan, indexes[0].column(0)[0].as_py(), inserts)
+    result = prepare_partition(plan, task_units[0], inserts)
     if result["rows"]:
         yield pa.RecordBatch.from_pylist([result], schema=RESULT_SCHEMA)
 

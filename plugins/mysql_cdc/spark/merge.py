@@ -57,11 +57,17 @@ def _spark_schema(arrow_schema):
     return from_arrow_schema(arrow_schema)
 
 
+def unit_indexes(spark: SparkSession, table: TableChanges) -> tuple[list[tuple[str, int, int]], DataFrame]:
+    """The table's read units (``reader.read_plan``) and a DataFrame of their indexes, one per
+    partition, for a ``mapInArrow`` over them."""
+    units = read_plan(table, spark.sparkContext.defaultParallelism)
+    return units, spark.range(0, len(units), 1, numPartitions=max(1, len(units)))
+
+
 def read_changes(spark: SparkSession, storage: StorageSpec, batch_prefix: str, table: TableChanges) -> DataFrame:
     """The table's change rows, read by the executors through mysql_cdc.storage (see reader)."""
     schema = change_schema(table)
-    units = read_plan(table, spark.sparkContext.defaultParallelism)
-    indexes = spark.range(0, len(units), 1, numPartitions=max(1, len(units)))
+    units, indexes = unit_indexes(spark, table)
     return indexes.mapInArrow(partial(read_units, storage, batch_prefix, schema, units), _spark_schema(schema))
 
 
@@ -199,8 +205,7 @@ def read_snapshot_rows(spark: SparkSession, storage: StorageSpec, batch_prefix: 
     """A snapshot table's rows, read by the executors, as inserts for the staging step."""
     table = segment.as_table_changes()
     schema = snapshot_schema(table)
-    units = read_plan(table, spark.sparkContext.defaultParallelism)
-    indexes = spark.range(0, len(units), 1, numPartitions=max(1, len(units)))
+    units, indexes = unit_indexes(spark, table)
     rows = indexes.mapInArrow(partial(read_units, storage, batch_prefix, schema, units), _spark_schema(schema))
     return rows.select("*", F.lit(cr.INSERT).alias(OP), F.lit(1).cast("long").alias(COUNT))
 
@@ -249,11 +254,9 @@ def load_copy(ctx: _Context, segment: SnapshotSegment, plan: StagePlan) -> list[
     files into ``plan.load_into`` in the tasks that read them: no transform, so no row needs to
     cross into Spark's JVM and back. Returns one stage result per task."""
     table = segment.as_table_changes()
-    spark = ctx.spark()
-    units = read_plan(table, spark.sparkContext.defaultParallelism)
+    units, indexes = unit_indexes(ctx.spark(), table)
     if not units:
         return []
-    indexes = spark.range(0, len(units), 1, numPartitions=len(units))
     load = partial(prepare_read_units, plan, ctx.secrets.storage, ctx.batch.prefix, snapshot_schema(table), units)
     return [r.asDict() for r in indexes.mapInArrow(load, _spark_schema(RESULT_SCHEMA)).collect()]
 
@@ -294,7 +297,7 @@ def _load_snapshot(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoi
     plan = _stage_plan(ctx, segment, 0, table, columns)
     if shadow:
         plan = replace(plan, load_into=ctx.follower.create_shadow(segment))
-    swapping = False
+    swapping = False  # once True, a shadow left behind may be the copy a retry swaps in
     caught_up = segment.catch_up is not None and bool(segment.catch_up.files)
     try:
         if shadow and not caught_up:
@@ -308,7 +311,7 @@ def _load_snapshot(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoi
         # without a catch-up the load must hold exactly the rows copied; with one, what was staged
         if shadow:
             expected = staged.total("loaded") if caught_up else segment.row_count
-            swapping = True  # from here on, a shadow left behind may be the copy the retry swaps in
+            swapping = True
             report.rows_written = ctx.follower.swap_in(checkpoint, segment, ctx.batch.batch_id, done, expected)
         else:
             report.rows_written = ctx.follower.apply_snapshot(checkpoint, segment, staged, ctx.store,
