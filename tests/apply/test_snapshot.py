@@ -22,6 +22,8 @@ from mysql_cdc.faults import CRASH_ENV
 from mysql_cdc.capture.extract import CaptureError
 from mysql_cdc.settings import SnapshotOptions
 from mysql_cdc.contracts import COPYING, DONE, SWAPPING, SnapshotPendingError, plan_replay
+from mysql_cdc.apply.errors import MergeError
+from mysql_cdc.spark import merge
 from mysql_cdc.spark.merge import run_merge
 from test_merge_types import COLUMNS, NULLS, ROW_1, ROW_2
 
@@ -390,3 +392,28 @@ def test_a_unique_value_that_moves_between_chunks_is_loaded_once(make_pipeline, 
     (report,) = summary.tables
     # the catch-up updates id 1 only: id 90's chunk was copied after the move
     assert (report.rows_in, report.updated, report.rows_written) == (100, 1, 100)
+
+
+def test_a_copy_loaded_twice_is_refused_and_the_rerun_its_error_names_loads_it_afresh(
+        make_pipeline, leader, follower, spark, monkeypatch):
+    """A Spark task retried after its load would load its rows into the shadow twice. In a keyed
+    table the task's own load fails on the duplicate keys; in a keyless one (here, with duplicate
+    rows of its own) only the driver's count sees it: it refuses the swap, and running the merge
+    again, as the error says, loads the copy afresh."""
+    pipeline = make_pipeline(start=False)
+    db = pipeline.database
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.bag (v INT)",
+                    f"INSERT INTO {db}.bag VALUES (1), (1), (2)"])
+    batch = pipeline.snapshot()
+    load_once = merge.load_copy
+
+    def load_twice(ctx, segment, plan):  # what a task that Spark ran again after its load leaves
+        return load_once(ctx, segment, plan) + load_once(ctx, segment, plan)
+
+    monkeypatch.setattr(merge, "load_copy", load_twice)
+    with pytest.raises(MergeError, match=r"loaded 6 rows where 3 were staged .*run the merge again"):
+        run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    monkeypatch.undo()
+    assert table_rows(follower, db, "bag") == {} and pipeline.table_positions().of(db, "bag").state == COPYING
+    run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert_same_database(leader, follower, db)  # the doubled shadow is gone too
