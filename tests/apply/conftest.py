@@ -33,8 +33,11 @@ def spark():
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        # C1-only JIT: test batches are tiny, so JVM warm-up, not throughput, is what costs
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        # C1-only JIT: test batches are tiny, so JVM warm-up, not throughput, is what costs. Without
+        # tiered compilation the JVM reserves only 48 MB of code cache, and this one session JVM
+        # compiles hundreds of Spark plans over the whole suite: it filled up ("Out of space in
+        # CodeCache") and failed every later test
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
