@@ -24,6 +24,7 @@ use mysql_common::proto::MyDeserialize;
 use mysql_common::value::Value;
 
 use crate::json_text;
+use crate::text_values;
 use crate::plan::ColumnPlan;
 use crate::table_map::ColumnLayout;
 
@@ -35,8 +36,8 @@ fn bad(message: impl Into<String>) -> ValueError {
     ("bad_value", message.into())
 }
 
-const US_PER_SECOND: i64 = 1_000_000;
-const US_PER_DAY: i64 = 86_400 * US_PER_SECOND;
+pub const US_PER_SECOND: i64 = 1_000_000;
+pub const US_PER_DAY: i64 = 86_400 * US_PER_SECOND;
 
 enum Builder {
     Int8(Int8Builder),
@@ -184,6 +185,39 @@ impl ColumnBuilder {
         }
     }
 
+    /// Parse one non-NULL value of the text protocol (what a `SELECT` returns) and append it.
+    /// The text is the server's own rendering; values the reference path (PyMySQL's converters)
+    /// cannot represent are refused the same way: a date or time outside the calendar is a
+    /// `zero_date`, never a NULL.
+    pub fn append_text(&mut self, text: &[u8]) -> Result<(), ValueError> {
+        let plan = &self.plan;
+        match &mut self.builder {
+            Builder::Int8(b) => b.append_value(parse_ascii(text)?),
+            Builder::Int16(b) => b.append_value(parse_ascii(text)?),
+            Builder::Int32(b) => b.append_value(parse_ascii(text)?),
+            Builder::Int64(b) => b.append_value(parse_ascii(text)?),
+            Builder::Decimal(b) => {
+                let scale = match plan {
+                    ColumnPlan::Decimal { scale, .. } => *scale as usize,
+                    _ => 0,
+                };
+                b.append_value(scaled_decimal(text, scale)?)
+            }
+            // a FLOAT is selected as CAST(col AS DOUBLE): its exact widening, narrowed back here
+            Builder::Float32(b) => b.append_value(parse_ascii::<f64>(text)? as f32),
+            Builder::Float64(b) => b.append_value(parse_ascii(text)?),
+            Builder::Date(b) => b.append_value(text_values::date(text)? as i32),
+            Builder::Timestamp(b) => b.append_value(text_values::datetime(text)?),
+            Builder::Duration(b) => b.append_value(text_values::time(text)?),
+            Builder::Utf8(b) => match plan {
+                ColumnPlan::DecimalText => b.append_value(decimal_text(text)?),
+                _ => b.append_value(std::str::from_utf8(text).map_err(|e| bad(format!("text that is not UTF-8: {e}")))?),
+            },
+            Builder::Binary(b) => b.append_value(text),
+        }
+        Ok(())
+    }
+
     fn mismatch(&self, layout: &ColumnLayout) -> ValueError {
         ("plan_mismatch", format!("a {:?} column cannot become {:?}", layout.column_type, self.plan))
     }
@@ -308,7 +342,7 @@ fn parse_ascii<T: std::str::FromStr>(bytes: &[u8]) -> Result<T, ValueError> {
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). A
 /// zero date or one with a zero month or day has no such day: the reference path refuses it
 /// too, since writing NULL would change the row.
-fn civil_days(year: i64, month: u32, day: u32) -> Result<i64, ValueError> {
+pub fn civil_days(year: i64, month: u32, day: u32) -> Result<i64, ValueError> {
     if year == 0 && month == 0 && day == 0 || month == 0 || day == 0 || month > 12 {
         return Err(("zero_date", format!("{year:04}-{month:02}-{day:02}")));
     }

@@ -1,7 +1,8 @@
 //! mysql-cdc's compiled row decoder.
 //!
-//! One narrow job: the bytes of binlog rows events and their table map in, Arrow arrays out, with
-//! no Python object per value. Everything else (the connection, the dump protocol, positions,
+//! One narrow job: row bytes in, Arrow arrays out, with no Python object per value. The bytes are
+//! binlog rows events with their table map (capture), or a `SELECT`'s row packets (a snapshot
+//! copy, `result_rows`). Everything else (the connection, the dump protocol, positions,
 //! event framing, transactions, DDL) stays in Python with mysql-replication, and the pure-Python
 //! decoder (`mysql_cdc.capture.types`) stays the reference this one is tested against.
 //!
@@ -11,8 +12,10 @@
 mod builders;
 mod json_text;
 mod plan;
+mod result_rows;
 mod rows;
 mod table_map;
+mod text_values;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -31,6 +34,7 @@ fn mysql_cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<table_map::TableMap>()?;
     m.add_class::<rows::RowsDecoder>()?;
     m.add_class::<rows::DecodedRows>()?;
+    m.add_class::<result_rows::ResultRowsDecoder>()?;
     m.add("DecodeError", m.py().get_type::<DecodeError>())?;
     Ok(())
 }

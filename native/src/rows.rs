@@ -194,14 +194,20 @@ impl RowsDecoder {
         fields.push(Field::new("has_before", DataType::Boolean, false));
         arrays.push(Arc::new(self.has_before.finish()));
         self.count = 0;
-        DecodedRows { array: Some(StructArray::new(fields.into(), arrays, None)) }
+        DecodedRows::new(StructArray::new(fields.into(), arrays, None))
     }
 }
 
 /// Decoded columns on their way to pyarrow, through the Arrow PyCapsule interface.
 #[pyclass(module = "mysql_cdc_native")]
 pub struct DecodedRows {
-    array: Option<StructArray>,
+    pub(crate) array: Option<StructArray>,
+}
+
+impl DecodedRows {
+    pub fn new(array: StructArray) -> Self {
+        DecodedRows { array: Some(array) }
+    }
 }
 
 #[pymethods]

@@ -13,7 +13,7 @@ pipelines:
     exclude: []
     start_position: snapshot        # snapshot | current | earliest | FILE:POS (first run only)
     on_purged: fail                 # fail | snapshot: what a run does when its binlog was purged
-    snapshot: {split_rows: 500000, workers: 2}  # chunk size and parallel copies of a snapshot
+    snapshot: {split_rows: 500000, workers: 2, decoder: native}  # chunk size, parallel copies, row parser
     extract: {workers: 2}           # binlog files of a long range read at once
     heartbeat: false                # true: each run commits a row on the leader (fresh lag figures)
     max_seconds_behind: 900         # the check_lag task fails past this (null: no alert)

@@ -55,9 +55,17 @@ class SnapshotOptions:
 
     split_rows: int = 500_000  # rows per chunk of a table with an integer primary key
     workers: int = 2  # chunks copied at once, each in its own process and read view
+    # who parses the copied rows: "native" (the compiled decoder, native/) or "python" (PyMySQL,
+    # the reference the compiled one is tested against)
+    decoder: str = "native"
 
     def __post_init__(self) -> None:
-        _counts_at_least_one(self)
+        for name in ("split_rows", "workers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
+        if self.decoder not in ("native", "python"):
+            raise ValueError(f"decoder: must be 'native' or 'python', got {self.decoder!r}")
 
 
 @dataclass(frozen=True)

@@ -115,3 +115,100 @@ class NativeRows:
             [decoded.field(n + i) for i in range(n)], fields=list(before_type), mask=pc.invert(decoded.field(2 * n))
         )
         return columns, before
+
+
+# -- a snapshot copy's rows: a SELECT's row packets ----------------------------------------------
+
+_RESULT_PLANS = {  # the Arrow type a copied column has (snapshot.snapshot_column) -> how its text reads
+    pa.int8(): "int8", pa.int16(): "int16", pa.int32(): "int32", pa.int64(): "int64",
+    pa.float32(): "float32", pa.float64(): "float64", pa.date32(): "date", pa.timestamp("us"): "datetime",
+    pa.timestamp("us", tz="UTC"): "timestamp", pa.duration("us"): "time", pa.string(): "text",
+    pa.binary(): "binary",
+}
+_READ_BYTES = 1 << 20  # what one read of the socket asks for
+
+
+def result_plan(name: str, arrow_type: pa.DataType) -> tuple[str, str, int, list]:
+    """``(name, kind, number, names)``: how the compiled decoder reads a copied column's text."""
+    if pa.types.is_decimal(arrow_type):
+        return name, "decimal", arrow_type.precision * 100 + arrow_type.scale, []
+    return name, _RESULT_PLANS[arrow_type], 0, []
+
+
+class ResultRows:
+    """A ``SELECT``'s rows read off a PyMySQL connection by the compiled decoder, in Arrow record
+    batches of ``chunk_rows`` rows (fewer when they reach ``chunk_bytes``) in ``schema``'s types.
+    The reference is PyMySQL's own parsing (``SnapshotTableWriter.write``), in batches of
+    ``chunk_rows``: the two write the same Parquet parts.
+
+    PyMySQL sends the query and reads the column definitions (``Connection.query`` with
+    ``unbuffered``, as its unbuffered cursor does). From the first row on the decoder reads the
+    connection's bytes itself, so PyMySQL is told its result is finished: it must not read those
+    packets too. PyMySQL is pinned in requirements.txt; ``tests/capture/test_native_copy.py``
+    reads every type both ways."""
+
+    def __init__(self, conn, schema: pa.Schema, chunk_rows: int, chunk_bytes: int, qualified: str):
+        require_native()
+        self.conn, self.schema, self.qualified = conn, schema, qualified
+        self.chunk_rows, self.chunk_bytes = chunk_rows, chunk_bytes
+
+    def read(self, sql: str):
+        """Yield the rows of ``sql`` as record batches; raises what the server or a value raises."""
+        import pymysql
+
+        conn = self.conn
+        conn.query(sql, unbuffered=True)
+        result = conn._result
+        if not result.unbuffered_active or len(result.fields) != len(self.schema):
+            from .snapshot import SnapshotError
+
+            raise SnapshotError(f"{self.qualified}: the copy's SELECT returned {result.field_count} columns where "
+                               f"{len(self.schema)} were asked for")
+        decoder = _native.ResultRowsDecoder([result_plan(f.name, f.type) for f in self.schema], conn._next_seq_id,
+                                            self.chunk_rows, self.chunk_bytes)
+        result.unbuffered_active, conn._result = False, None  # the rows are the decoder's to read now
+        try:
+            while True:
+                if decoder.full:
+                    yield self._batch(decoder)
+                    decoder.feed(b"")  # the bytes it kept when the batch filled
+                elif decoder.done:
+                    break
+                else:
+                    data = conn._rfile.read1(_READ_BYTES)
+                    if not data:
+                        raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+                    decoder.feed(data)
+        except _native.DecodeError as exc:
+            conn._force_close()  # the rest of the rows were not read: the connection cannot be reused
+            raise self._error(*exc.args) from None
+        except BaseException:
+            conn._force_close()
+            raise
+        if decoder.error is not None:
+            pymysql.err.raise_mysql_exception(decoder.error)
+        if decoder.rows:
+            yield self._batch(decoder)
+        conn._next_seq_id = decoder.seq
+        if decoder.status & 8:  # SERVER_MORE_RESULTS_EXISTS: one SELECT has one result
+            from .snapshot import SnapshotError
+
+            conn._force_close()
+            raise SnapshotError(f"{self.qualified}: the copy's SELECT returned more than one result")
+
+    def _batch(self, decoder) -> pa.RecordBatch:
+        decoded = pa.array(decoder.take())
+        return pa.RecordBatch.from_arrays([decoded.field(i) for i in range(len(self.schema))], schema=self.schema)
+
+    def _error(self, reason: str, column: int, message: str) -> Exception:
+        from .snapshot import SnapshotError, zero_date_error
+
+        name = self.schema.field(column).name if 0 <= column < len(self.schema) else None
+        if reason == "zero_date":
+            return zero_date_error(name, message)
+        column_text = f".{name}" if name else ""
+        return SnapshotError(
+            f"{self.qualified}{column_text}: the compiled decoder cannot read a copied row ({reason}: {message}); "
+            "nothing was written. Set `snapshot: {decoder: python}` in the pipelines file to read it with "
+            "PyMySQL, and report it"
+        )

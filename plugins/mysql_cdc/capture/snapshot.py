@@ -11,8 +11,10 @@ How the position is made consistent with the rows, without stopping the leader's
   ``mysqldump --single-transaction --source-data`` does: commits pause for milliseconds once per
   chunk, the reads themselves hold no lock. It needs the RELOAD privilege.
 
-Rows are read with an unbuffered cursor and written in bounded Arrow chunks to rolling Parquet
-files, so memory does not grow with the table. Values are converted to the same Arrow types the
+Rows stream (an unbuffered read) and are written in bounded Arrow chunks to rolling Parquet files,
+so memory does not grow with the table. The compiled decoder (``native.ResultRows``) parses the
+rows' packets straight into Arrow arrays; PyMySQL's own parsing (``decoder: python``) stays as
+the reference it is tested against. Values are converted to the same Arrow types the
 binlog capture gives each column type (``types``), selected so that every value is exact: a FLOAT
 is read as ``CAST(col AS DOUBLE)`` (its exact widening; FLOAT's own text has 6 digits), a
 TIMESTAMP in a UTC session, a SET as its text.
@@ -34,6 +36,7 @@ from ..settings import MySQLSettings
 from ..storage import ObjectStore
 from .filters import TableFilter
 from .leader import PreflightError
+from .native import ResultRows
 from .writer import RollingParquetFiles, WriterLimits
 
 log = logging.getLogger(__name__)
@@ -88,13 +91,17 @@ def _text_value(value: Any) -> str:
     return value
 
 
+def zero_date_error(column: str, value: str) -> SnapshotError:
+    return SnapshotError(
+        f"column {column}: value {value!r} is not a date (a zero date); fix the value on the leader or "
+        "exclude the table"
+    )
+
+
 def _zero_date(column: str) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if isinstance(value, str):  # PyMySQL hands back what it cannot parse as a date: '0000-00-00'
-            raise SnapshotError(
-                f"column {column}: value {value!r} is not a date (a zero date); fix the value on the leader or "
-                "exclude the table"
-            )
+            raise zero_date_error(column, value)
         return value
 
     return check
@@ -177,8 +184,11 @@ class SnapshotTableWriter:
             if column.convert is not None:
                 values = [None if v is None else column.convert(v) for v in values]
             arrays.append(pa.array(values, type=column.arrow_type))
-        self.parts.write(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
-        self.row_count += len(rows)
+        self.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        self.parts.write(batch)
+        self.row_count += batch.num_rows
 
     def finish(self) -> tuple[tuple[str, ...], int]:
         self.parts.close_file()
@@ -241,7 +251,8 @@ class LeaderSnapshot:
     def __exit__(self, *exc) -> None:
         if self.conn is not None:
             try:
-                self.conn.rollback()
+                if self.conn.open:  # (a copy stopped inside a result set closes the connection)
+                    self.conn.rollback()
             finally:
                 self.conn.close()
                 self.conn = None
@@ -295,15 +306,23 @@ class LeaderSnapshot:
         return columns, keys, create_database, create_table
 
     def copy(self, database: str, table: str, columns: Sequence[SnapshotColumn], writer: SnapshotTableWriter,
-             chunk_rows: int, where: str = "", args: Sequence = ()) -> None:
-        """Every row of the table (that ``where`` selects) into ``writer``."""
+             limits: WriterLimits, where: str = "", args: Sequence = (), decoder: str = "native") -> None:
+        """Every row of the table (that ``where`` selects) into ``writer``, its rows parsed by the
+        compiled decoder (``decoder="native"``) or by PyMySQL (``"python"``, the reference)."""
         select = ", ".join(c.select for c in columns)
         sql = f"SELECT {select} FROM {quote_name(database)}.{quote_name(table)}" + (f" WHERE {where}" if where else "")
+        if decoder == "native":
+            with self.conn.cursor() as cur:
+                sql = cur.mogrify(sql, args or None)
+            rows = ResultRows(self.conn, writer.schema, limits.chunk_rows, limits.chunk_bytes, f"{database}.{table}")
+            for batch in rows.read(sql):
+                writer.write_batch(batch)
+            return
         cur = self.conn.cursor(pymysql.cursors.SSCursor)  # unbuffered: rows stream, memory stays flat
         try:
             cur.execute(sql, args or None)
             while True:
-                rows = cur.fetchmany(chunk_rows)
+                rows = cur.fetchmany(limits.chunk_rows)
                 if not rows:
                     break
                 writer.write(rows)

@@ -25,8 +25,9 @@ each chunk checks, or in its catch-up range) is planned and copied again. A tabl
 RENAME or a DROP only onto a follower that has the table as it was, which a copy started before
 that statement cannot promise.
 
-Why worker processes, not Airflow mapped tasks or threads: reading rows through PyMySQL and
-converting them to Arrow is Python work that holds the GIL, so threads would not add a core;
+Why worker processes, not Airflow mapped tasks or threads: a worker also writes Parquet and
+uploads it, and with ``decoder: python`` parses every row in Python holding the GIL, so threads
+would not add a core;
 mapped tasks would each pay a task start-up and need a second DAG shape for the same copy, while
 a pool inside the extract task uses the task's cores with no new moving part in the DAG.
 """
@@ -210,6 +211,7 @@ class ChunkTask:
     table: TablePlan
     chunk: int
     limits: WriterLimits
+    decoder: str  # SnapshotOptions.decoder
 
     @property
     def record_key(self) -> str:
@@ -269,7 +271,8 @@ def copy_chunk(task: ChunkTask) -> ChunkRecord:
             writer = SnapshotTableWriter(store, task.prefix, rel_dir, definition[0], tmp_dir, task.limits)
             try:
                 where, args = _chunk_filter(plan.split_column, lo, hi)
-                snapshot.copy(plan.database, plan.table, definition[0], writer, task.limits.chunk_rows, where, args)
+                snapshot.copy(plan.database, plan.table, definition[0], writer, task.limits, where, args,
+                              task.decoder)
                 files, rows = writer.finish()
             except BaseException:
                 writer.discard()
@@ -437,7 +440,8 @@ class _Copy:
         while len(segments) < len(plan.tables):
             pending = [t for t in plan.tables if t.index not in segments]
             done = {t.index: self.records(plan, t) for t in pending}
-            tasks = [ChunkTask(self.settings, self.storage, self.flavor, plan.prefix, t, c, self.limits)
+            tasks = [ChunkTask(self.settings, self.storage, self.flavor, plan.prefix, t, c, self.limits,
+                               self.options.decoder)
                      for t in pending for c in range(len(t.bounds)) if c not in done[t.index]]
             changed = set()
             for task, record in self.copy_chunks(tasks):
