@@ -41,12 +41,16 @@ class MySQLSettings:
         return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
 
 
-def _counts_at_least_one(options) -> None:
-    """Every field of an options section is a count: a whole number >= 1."""
-    for name in (f.name for f in fields(options)):
+def _check_options(options, least: dict[str, int]) -> None:
+    """An options section's counts are whole numbers of at least ``least[name]``, and its
+    ``decoder`` (every section that has one) is one of the two decoders."""
+    for name, minimum in least.items():
         value = getattr(options, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name}: must be a whole number >= {minimum}, got {value!r}")
+    decoder = getattr(options, "decoder", "native")
+    if decoder not in ("native", "python"):
+        raise ValueError(f"decoder: must be 'native' or 'python', got {decoder!r}")
 
 
 @dataclass(frozen=True)
@@ -60,12 +64,7 @@ class SnapshotOptions:
     decoder: str = "native"
 
     def __post_init__(self) -> None:
-        for name in ("split_rows", "workers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
-        if self.decoder not in ("native", "python"):
-            raise ValueError(f"decoder: must be 'native' or 'python', got {self.decoder!r}")
+        _check_options(self, {"split_rows": 1, "workers": 1})
 
 
 @dataclass(frozen=True)
@@ -81,12 +80,7 @@ class ExtractOptions:
     min_part_mb: int = 64
 
     def __post_init__(self) -> None:
-        for name, least in (("workers", 1), ("min_part_mb", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name}: must be a whole number >= {least}, got {value!r}")
-        if self.decoder not in ("native", "python"):
-            raise ValueError(f"decoder: must be 'native' or 'python', got {self.decoder!r}")
+        _check_options(self, {"workers": 1, "min_part_mb": 0})
 
 
 @dataclass(frozen=True)
@@ -99,10 +93,7 @@ class VerifyOptions:
     settle_timeout: float = 900.0  # seconds to wait for a merge before each recheck
 
     def __post_init__(self) -> None:
-        for name, least in (("chunk_rows", 1), ("rechecks", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name}: must be a whole number >= {least}, got {value!r}")
+        _check_options(self, {"chunk_rows": 1, "rechecks": 0})
         timeout = self.settle_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"settle_timeout: must be a positive number of seconds, got {timeout!r}")

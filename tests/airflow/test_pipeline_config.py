@@ -47,10 +47,10 @@ def test_every_field(tmp_path):
     entry = {**MINIMAL, "schedule": "@hourly", "aws_conn_id": None, "spark_conn_id": "spark_yarn",
              "include": ["shop.*", "crm.customers"], "exclude": ["shop.tmp_*"],
              "start_position": "binlog.000007:1146", "wait_timeout": 30, "poke_interval": 5,
-             "retries": 0, "retry_delay": 0, "snapshot": {"split_rows": 1000, "workers": 4},
+             "retries": 0, "retry_delay": 0, "snapshot": {"split_rows": 1000, "workers": 4, "decoder": "python"},
              "extract": {"workers": 3, "decoder": "python"}}
     (config,) = load_pipelines(write(tmp_path, entry))
-    assert config.snapshot == SnapshotOptions(split_rows=1000, workers=4)
+    assert config.snapshot == SnapshotOptions(split_rows=1000, workers=4, decoder="python")
     assert config.extract == ExtractOptions(workers=3, decoder="python")
     assert config.schedule == "@hourly" and config.aws_conn_id is None
     assert config.include == ("shop.*", "crm.customers") and config.exclude == ("shop.tmp_*",)
@@ -89,7 +89,8 @@ def test_manual_only_schedule(tmp_path):
         ({"retries": 1.5}, "retries", "whole number >= 0"),
         ({"snapshot": {"chunk_rows": 5}}, "snapshot", "unknown key(s) ['chunk_rows']; known keys are ['split_rows'"),
         ({"snapshot": {"workers": 0}}, "snapshot", "workers: must be a whole number >= 1"),
-        ({"snapshot": 4}, "snapshot", "must be a mapping with ['split_rows', 'workers']"),
+        ({"snapshot": {"decoder": "c"}}, "snapshot", "decoder: must be 'native' or 'python', got 'c'"),
+        ({"snapshot": 4}, "snapshot", "must be a mapping with ['split_rows', 'workers', 'decoder']"),
         ({"extract": {"workers": "2"}}, "extract", "workers: must be a whole number >= 1"),
         ({"extract": {"decoder": "rust"}}, "extract", "decoder: must be 'native' or 'python', got 'rust'"),
         ({"extract": {"min_part_mb": -1}}, "extract", "min_part_mb: must be a whole number >= 0"),
