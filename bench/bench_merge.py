@@ -37,7 +37,7 @@ from mysql_cdc.capture.extract import extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange, ensure_checkpoint_table, write_checkpoint  # noqa: E402
-from mysql_cdc.packaging import MERGE_JOB, build_py_files  # noqa: E402
+from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings  # noqa: E402
 from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
@@ -89,8 +89,8 @@ def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_
     env = {**os.environ, SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable}
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--driver-memory",
            driver_memory, "--conf", "spark.ui.enabled=false", "--py-files", py_files]
-    if java_options:
-        cmd += ["--driver-java-options", java_options]
+    # the driver's Java options of a real merge (the product's defaults) unless others are given
+    cmd += ["--driver-java-options", java_options or driver_java_options({})[DRIVER_JAVA_OPTIONS]]
     cmd += [str(MERGE_JOB), "--manifest-uri", manifest_uri]
     started = time.monotonic()
     result = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -158,7 +158,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="merges (each into a fresh follower); the median is reported")
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--driver-java-options", default="",
-                        help="e.g. -XX:TieredStopAtLevel=1 (C1 only: less JIT warm-up on few cores)")
+                        help="instead of a real merge's (packaging.DRIVER_DEFAULTS), e.g. -XX:TieredStopAtLevel=4")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, batch, logs)")
     args = parser.parse_args()
 

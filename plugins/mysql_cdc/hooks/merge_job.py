@@ -32,7 +32,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..contracts import ChangeBatch, Checkpoint, already_applied
 from ..contracts.replay import plan_snapshot, require_no_pending_snapshot
-from ..packaging import MERGE_JOB, build_py_files
+from ..packaging import MERGE_JOB, build_py_files, driver_java_options
 from ..apply.report import SUMMARY_ENV, MergeSummary
 from ..settings import SECRETS_ENV, JobSecrets
 from .connections import required_connection
@@ -58,27 +58,12 @@ class JobInputs:
     env: dict[str, str]
 
 
-LOG4J2_CONFIG = Path(__file__).resolve().parent.parent / "spark" / "log4j2.properties"
-DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
-
-
-def quiet_spark_logging(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """``conf`` with the driver's log4j2 set to warnings (``spark/log4j2.properties``), so the
-    task log is not Spark's INFO lines; a user's own driver Java options are kept, and a log4j2
-    configuration of theirs wins."""
-    conf = dict(conf)
-    options = str(conf.get(DRIVER_JAVA_OPTIONS, ""))
-    if "log4j2.configurationFile" not in options:
-        conf[DRIVER_JAVA_OPTIONS] = f"{options} -Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}".strip()
-    return conf
-
-
 def submit_arguments(manifest_uri: str, inputs: JobInputs, name: str, conf: Mapping[str, Any],
                      spark_binary: str) -> dict[str, Any]:
     """The ``SparkSubmitHook`` arguments of one merge: no secret among them (they travel in the
     file named by ``inputs.env``), so the command line it logs is safe as it is."""
     return {
-        "conf": quiet_spark_logging(conf),
+        "conf": driver_java_options(conf),
         "py_files": inputs.py_files,
         "name": name,
         "application_args": ["--manifest-uri", manifest_uri],

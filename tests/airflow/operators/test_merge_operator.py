@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mysql_cdc.hooks.merge_job import (
-    LOG4J2_CONFIG, JobInputs, quiet_spark_logging, spark_submit_binary, submit_arguments,
-)
+from mysql_cdc.hooks.merge_job import JobInputs, spark_submit_binary, submit_arguments
+from mysql_cdc.packaging import LOG4J2_CONFIG, driver_java_options
 from mysql_cdc.operators import CdcMergeOperator
 from mysql_cdc.settings import SECRETS_ENV
 
@@ -27,7 +26,8 @@ def test_submit_arguments_carry_no_secret_and_run_the_driver_here():
                             "/opt/spark/bin/spark-submit")
     assert args == {
         "conf": {"spark.executor.memory": "2g",
-                 "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"},
+                 "spark.driver.extraJavaOptions":
+                     f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG} -XX:TieredStopAtLevel=1"},
         "py_files": "/tmp/x/mysql_cdc.zip",
         "name": "mysql-cdc-merge-shop",
         "application_args": ["--manifest-uri", MANIFEST],
@@ -37,13 +37,17 @@ def test_submit_arguments_carry_no_secret_and_run_the_driver_here():
     }
 
 
-def test_spark_logs_warnings_only_unless_the_user_configured_log4j2():
+def test_the_driver_logs_warnings_only_and_jits_one_tier_unless_the_user_says_otherwise():
     assert LOG4J2_CONFIG.is_file() and "rootLogger.level = warn" in LOG4J2_CONFIG.read_text()
     mine = {"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}
-    assert quiet_spark_logging(mine)["spark.driver.extraJavaOptions"] == \
-        f"-XX:+UseG1GC -Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"
-    theirs = {"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties"}
-    assert quiet_spark_logging(theirs) == theirs
+    assert driver_java_options(mine)["spark.driver.extraJavaOptions"] == \
+        f"-XX:+UseG1GC -Dlog4j2.configurationFile=file:{LOG4J2_CONFIG} -XX:TieredStopAtLevel=1"
+    theirs = {"spark.driver.extraJavaOptions":
+              "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties -XX:TieredStopAtLevel=4"}
+    assert driver_java_options(theirs) == theirs
+    their_log4j2 = {"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties"}
+    assert driver_java_options(their_log4j2)["spark.driver.extraJavaOptions"] == \
+        "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties -XX:TieredStopAtLevel=1"
 
 
 def test_the_command_the_spark_provider_builds_from_them(monkeypatch):
