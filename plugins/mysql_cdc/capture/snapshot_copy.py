@@ -6,8 +6,9 @@ batch. The steps, each of which leaves something in the batch store that a retry
 1. **Plan** (``plan.json``). The tables are listed, the leader's binlog position read, and the
    tables listed again until both lists agree: the position ``start`` then has exactly those
    tables, and the stream of the pipeline goes on from it. Each table is split into chunks by
-   its first primary-key column when that is an integer (``split_bounds``: each chunk at most
-   ``split_rows`` rows when planned); any other table is one chunk.
+   its first primary-key column when that is an integer (``split_bounds``: about ``split_rows``
+   rows each, at even steps of a dense key, else found by walking the index); any other table is
+   one chunk.
 2. **Chunks** (a ``chunk-NNNNN.json`` record per chunk, written after its Parquet parts). Each
    chunk is read in its own read view (``LeaderSnapshot``) at its own binlog position ``at``, by
    a pool of worker processes. A crash loses only the chunks in flight: the retry finds the plan
@@ -168,13 +169,49 @@ def split_column(snapshot: LeaderSnapshot, database: str, table: str, keys: Sequ
     return keys[0] if snapshot.data_type(database, table, keys[0]) in _INTEGER_TYPES else None
 
 
-def split_bounds(snapshot: LeaderSnapshot, database: str, table: str, column: str | None,
-                 split_rows: int) -> tuple[tuple[int | None, int | None], ...]:
-    """Key ranges of about ``split_rows`` rows each, found by walking the primary key's index
-    (``LIMIT 1 OFFSET n``: the server counts index entries, no rows come back). The ranges cover
-    every value, so a row inserted later still falls into one."""
+def split_bounds(snapshot: LeaderSnapshot, database: str, table: str, column: str | None, split_rows: int,
+                 unique: bool) -> tuple[tuple[int | None, int | None], ...]:
+    """Key ranges of about ``split_rows`` rows each (``unique``: the column is the whole primary
+    key). The ranges cover every value, so a row inserted later still falls into one: the first
+    starts and the last ends unbounded. How many rows a range holds matters for the copy's
+    parallelism and for what a crash costs, never for its correctness."""
     if column is None:
         return ((None, None),)
+    cuts = _even_cuts(snapshot, database, table, column, split_rows) if unique else None
+    if cuts is None:
+        cuts = _index_cuts(snapshot, database, table, column, split_rows)
+    edges = [None, *cuts, None]
+    return tuple(zip(edges[:-1], edges[1:]))
+
+
+_DENSE = 2.0  # key values per row up to which a key is split by arithmetic
+
+
+def _even_cuts(snapshot: LeaderSnapshot, database: str, table: str, column: str, split_rows: int) -> list[int] | None:
+    """Cuts at even steps between the key's least and greatest value, when the key is dense
+    (at most ``_DENSE`` values per row by the server's row estimate): two index lookups, where
+    walking the index reads every entry, 0.9 s of 5M rows before the first chunk starts. As
+    Flink CDC does, with the same fall-back (None) for a sparse key or a missing estimate."""
+    target, key = f"{quote_name(database)}.{quote_name(table)}", quote_name(column)
+    with snapshot.conn.cursor() as cur:
+        cur.execute(f"SELECT MIN({key}), MAX({key}) FROM {target}")
+        low, high = cur.fetchone()
+        cur.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                    (database, table))
+        estimate = int((cur.fetchone() or (0,))[0] or 0)
+    if low is None:
+        return []  # empty: one chunk
+    span = int(high) - int(low) + 1
+    if estimate < 1 or span > _DENSE * estimate:
+        return None
+    chunks = -(-estimate // split_rows)
+    step = -(-span // chunks)
+    return [int(low) + step * i for i in range(1, chunks)]
+
+
+def _index_cuts(snapshot: LeaderSnapshot, database: str, table: str, column: str, split_rows: int) -> list[int]:
+    """Cuts ``split_rows`` index entries apart, found by walking the key's index (``LIMIT 1
+    OFFSET n``: the server counts index entries, no rows come back)."""
     target, key = f"{quote_name(database)}.{quote_name(table)}", quote_name(column)
     cuts: list[int] = []
     with snapshot.conn.cursor() as cur:
@@ -193,8 +230,7 @@ def split_bounds(snapshot: LeaderSnapshot, database: str, table: str, column: st
                     break
                 cut = int(following)
             cuts.append(cut)
-    edges = [None, *cuts, None]
-    return tuple(zip(edges[:-1], edges[1:]))
+    return cuts
 
 
 # -- one chunk, in a worker ----------------------------------------------------------------------
@@ -335,7 +371,8 @@ class _Copy:
                 if not definition[0]:
                     raise _Vanished()
                 column = split_column(snapshot, database, table, definition[1])
-                bounds = split_bounds(snapshot, database, table, column, self.options.split_rows)
+                bounds = split_bounds(snapshot, database, table, column, self.options.split_rows,
+                                      unique=len(definition[1]) == 1)
             except pymysql.err.MySQLError as exc:
                 if exc.args and exc.args[0] in _TABLE_CHANGED_ERRORS:
                     raise _Vanished() from None
