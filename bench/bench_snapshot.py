@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the snapshot (copy of an existing table, leader -> follower) against a dump pipeline.
 
-    .venv/bin/python bench/bench_snapshot.py --rows 5000000 --rss     (--rows 100000 for a quick check)
+    .venv/bin/python bench/bench_snapshot.py --rows 5000000 --repeat 3 --rss     (--rows 100000 for a quick check)
 
 1. starts a leader and a follower (scripts/local_services.py) in a temp dir and fills one table of
    the merge benchmark's shape with ``--rows`` rows on the leader (server-side, sequence engine);
@@ -13,7 +13,9 @@
    db table | mariadb`` into an empty follower database;
 4. with ``--rss``: the copy's peak RSS at 1M and at ``--rows`` rows, each in a fresh child process
    (its own peak plus, per worker, the largest worker's);
-5. prints the rates and their ratio (target >= 1.0), then one JSON line, last.
+5. prints the rates and their ratio (target >= 1.0), then one JSON line, last. With ``--repeat``,
+   steps 2 and 3 run that many times, alternating, each into a fresh follower database, and the
+   medians are reported.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,8 +74,9 @@ def copy(leader_settings: MySQLSettings, storage: StorageSpec, database: str, wo
     return batch, time.monotonic() - started
 
 
-def ours(leader_settings: MySQLSettings, follower: MariaDBServer, work: Path, database: str) -> dict:
-    storage = StorageSpec(f"file://{work}/store")
+def ours(leader_settings: MySQLSettings, follower: MariaDBServer, work: Path, database: str, run: int) -> dict:
+    follower.run_sql([f"DROP DATABASE IF EXISTS {database}", "DROP DATABASE IF EXISTS _mysql_cdc"])
+    storage = StorageSpec(f"file://{work}/store-{run}")
     _, one_worker = copy(leader_settings, storage, database, 1)
     batch, copied = copy(leader_settings, storage, database, SnapshotOptions().workers)
     conn = follower.connect()
@@ -89,7 +93,7 @@ def ours(leader_settings: MySQLSettings, follower: MariaDBServer, work: Path, da
 
 
 def dump_pipeline(leader: MariaDBServer, follower: MariaDBServer, database: str) -> float:
-    follower.run_sql([f"CREATE DATABASE dump_{database}"])
+    follower.run_sql([f"DROP DATABASE IF EXISTS dump_{database}", f"CREATE DATABASE dump_{database}"])
     lp, fp = leader.conn_params(), follower.conn_params()
     dump = [shutil.which("mariadb-dump") or "mysqldump", "-h", lp["host"], "-P", str(lp["port"]), "-u", lp["user"],
             f"-p{lp['password']}", "--single-transaction", database, TABLE]
@@ -132,6 +136,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--rss", action="store_true", help="also the copy's peak RSS at 1M and --rows rows")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of ours and of the dump; medians are reported")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-snapshot-"))
     servers = []
@@ -142,11 +147,17 @@ def main() -> int:
         servers.append(follower)
         log(f"filling {args.rows:,} rows on the leader ...")
         fill(leader, args.rows)
-        log("ours: snapshot + merge ...")
-        result = ours(MySQLSettings(**leader.conn_params()), follower, work, DB)
-        log(f"  {result}")
-        log("reference: mariadb-dump --single-transaction | mariadb ...")
-        dump_s = dump_pipeline(leader, follower, DB)
+        runs, dumps = [], []
+        for run in range(args.repeat):
+            log(f"ours: snapshot + merge (run {run + 1}) ...")
+            runs.append(ours(MySQLSettings(**leader.conn_params()), follower, work, DB, run))
+            log(f"  {runs[-1]}")
+            log("reference: mariadb-dump --single-transaction | mariadb ...")
+            dumps.append(dump_pipeline(leader, follower, DB))
+            log(f"  {dumps[-1]:.2f} s")
+        result = {key: round(statistics.median(r[key] for r in runs), 2) for key in runs[0]}
+        result["rows"] = int(result["rows"])
+        dump_s = statistics.median(dumps)
         figures = {
             "snapshot_rows": result["rows"],
             "snapshot_copy_s": result["copy_s"],
@@ -156,6 +167,7 @@ def main() -> int:
             "snapshot_rows_per_s": round(result["rows"] / result["total_s"]),
             "dump_rows_per_s": round(args.rows / dump_s),
             "snapshot_vs_dump": round((result["rows"] / result["total_s"]) / (args.rows / dump_s), 3),
+            "snapshot_vs_dump_all_runs": [round(d / r["total_s"], 3) for r, d in zip(runs, dumps)],
         }
         if args.rss:
             small = min(1_000_000, args.rows)

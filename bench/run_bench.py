@@ -99,7 +99,7 @@ def main() -> None:
     results.update(run_child(extract_args))
     results.update(run_child(["bench/bench_merge.py", "--rows", str(args.merge_rows), "--repeat", str(args.repeat)]))
     results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
-    snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows)]
+    snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows), "--repeat", str(args.repeat)]
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
     results.update(run_child(["bench/bench_replica.py", "--rows", str(args.replica_rows)]))
     if "snapshot_rss_mb_5m" in results:
