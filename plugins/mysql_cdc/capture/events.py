@@ -97,6 +97,18 @@ class CaptureError(RuntimeError):
     """The binlog cannot be turned into a correct batch; the message names where and why."""
 
 
+class SnapshotError(RuntimeError):
+    """A snapshot copy cannot be made; the message says why and what to do."""
+
+
+def zero_date_error(column: str, value: str) -> SnapshotError:
+    """A copied value no date can represent (both decoders of a copy say it in these words)."""
+    return SnapshotError(
+        f"column {column}: value {value!r} is not a date (a zero date); fix the value on the leader or "
+        "exclude the table"
+    )
+
+
 # Row values neither decoder may write as NULL; both raise these same errors (extract, native).
 
 def partial_image_error(table: str, column: str) -> CaptureError:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pymysql
 
 from ..contracts import change_row as cr
 from .compressed import CHECKSUM_SIZE, HEADER_SIZE, raw_event
-from .events import CaptureError, partial_image_error, unrepresentable_value_error
+from .events import CaptureError, SnapshotError, partial_image_error, unrepresentable_value_error, zero_date_error
 
 DECODERS = ("native", "python")
 
@@ -154,14 +155,10 @@ class ResultRows:
 
     def read(self, sql: str):
         """Yield the rows of ``sql`` as record batches; raises what the server or a value raises."""
-        import pymysql
-
         conn = self.conn
         conn.query(sql, unbuffered=True)
         result = conn._result
         if not result.unbuffered_active or len(result.fields) != len(self.schema):
-            from .snapshot import SnapshotError
-
             raise SnapshotError(f"{self.qualified}: the copy's SELECT returned {result.field_count} columns where "
                                f"{len(self.schema)} were asked for")
         decoder = _native.ResultRowsDecoder([result_plan(f.name, f.type) for f in self.schema], conn._next_seq_id,
@@ -191,8 +188,6 @@ class ResultRows:
             yield self._batch(decoder)
         conn._next_seq_id = decoder.seq
         if decoder.status & 8:  # SERVER_MORE_RESULTS_EXISTS: one SELECT has one result
-            from .snapshot import SnapshotError
-
             conn._force_close()
             raise SnapshotError(f"{self.qualified}: the copy's SELECT returned more than one result")
 
@@ -200,9 +195,7 @@ class ResultRows:
         decoded = pa.array(decoder.take())
         return pa.RecordBatch.from_arrays([decoded.field(i) for i in range(len(self.schema))], schema=self.schema)
 
-    def _error(self, reason: str, column: int, message: str) -> Exception:
-        from .snapshot import SnapshotError, zero_date_error
-
+    def _error(self, reason: str, column: int, message: str) -> SnapshotError:
         name = self.schema.field(column).name if 0 <= column < len(self.schema) else None
         if reason == "zero_date":
             return zero_date_error(name, message)

@@ -35,16 +35,13 @@ from ..contracts import BinlogPosition, ColumnSpec
 from ..settings import MySQLSettings
 from ..storage import ObjectStore
 from .filters import TableFilter
+from .events import SnapshotError, zero_date_error
 from .leader import PreflightError
 from .native import ResultRows
 from .writer import RollingParquetFiles, WriterLimits
 
 log = logging.getLogger(__name__)
 
-
-
-class SnapshotError(RuntimeError):
-    """The copy cannot be made; the message says why and what to do."""
 
 
 def quote_name(name: str) -> str:
@@ -89,13 +86,6 @@ def _text_value(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8")
     return value
-
-
-def zero_date_error(column: str, value: str) -> SnapshotError:
-    return SnapshotError(
-        f"column {column}: value {value!r} is not a date (a zero date); fix the value on the leader or "
-        "exclude the table"
-    )
 
 
 def _zero_date(column: str) -> Callable[[Any], Any]:
