@@ -152,3 +152,28 @@ def test_a_server_error_inside_the_rows_is_raised_as_pymysql_raises_it(leader, l
             assert cur.fetchone() == (2000,)
     finally:
         conn.close()
+
+
+def test_a_connection_killed_inside_the_rows_is_an_error_and_is_closed(leader, leader_user, unique_name):
+    """The server kills the connection while rows are on their way: the read fails as PyMySQL's
+    would (an OperationalError, never a short batch taken for the whole table), and the
+    half-read connection is closed, not handed back for reuse."""
+    leader.run_sql([f"CREATE DATABASE {unique_name}"])
+    leader.run_sql(["CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t SELECT seq FROM seq_1_to_300000"],
+                   database=unique_name)
+    conn = MySQLSettings(**leader_user).connect()
+    killer = MySQLSettings(**leader_user).connect()
+    try:
+        schema = pa.schema([("id", pa.int32()), ("pad", pa.string())])
+        reader = native.ResultRows(conn, schema, 1000, 1 << 20, f"{unique_name}.t")
+        rows = 0
+        with pytest.raises(pymysql.err.OperationalError):
+            # 33 MB of rows: far more than the sockets between the two can hold when the kill lands
+            for batch in reader.read(f"SELECT id, REPEAT('x', 100) FROM {unique_name}.t"):
+                if rows == 0:
+                    with killer.cursor() as cur:
+                        cur.execute(f"KILL CONNECTION {conn.thread_id()}")
+                rows += batch.num_rows
+        assert 0 < rows < 300_000 and not conn.open
+    finally:
+        killer.close()

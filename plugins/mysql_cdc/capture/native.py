@@ -179,6 +179,9 @@ class ResultRows:
         except _native.DecodeError as exc:
             conn._force_close()  # the rest of the rows were not read: the connection cannot be reused
             raise self._error(*exc.args) from None
+        except OSError as exc:  # as PyMySQL reports a failed read
+            conn._force_close()
+            raise pymysql.err.OperationalError(2013, f"Lost connection to MySQL server during query ({exc})") from exc
         except BaseException:
             conn._force_close()
             raise
