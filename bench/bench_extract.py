@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -95,6 +96,19 @@ def timed(fn):
     return time.perf_counter() - t0, result
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have exited (a pool's workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def cpu_timed(fn):
+    """``(seconds, cpu seconds, result)`` of ``fn()``."""
+    cpu = cpu_seconds()
+    secs, result = timed(fn)
+    return secs, cpu_seconds() - cpu, result
+
+
 def raw_decode(settings: MySQLSettings, range_: PositionRange) -> int:
     """The library alone: decode every row of the range, keep nothing."""
     stream = BinLogStreamReader(
@@ -107,6 +121,25 @@ def raw_decode(settings: MySQLSettings, range_: PositionRange) -> int:
         if stream.log_file == range_.end.file and event.packet.log_pos > range_.end.offset:
             break  # the first event past the range (more may follow it in the binlog)
         n += len(event.rows)
+        if stream.log_file == range_.end.file and stream.log_pos >= range_.end.offset:
+            break
+    stream.close()
+    return n
+
+
+def framing_only(settings: MySQLSettings, range_: PositionRange) -> int:
+    """The library's event framing alone, as our extract reads the stream (every event, a table
+    map parsed once per table id) with no row decoded and nothing written: the ceiling of any
+    extract that keeps mysql-replication for framing. Returns the events read."""
+    stream = BinLogStreamReader(
+        connection_settings=settings.replication_settings(), server_id=987655, log_file=range_.start.file,
+        log_pos=range_.start.offset, resume_stream=True, blocking=False, freeze_schema=True, enable_logging=False,
+    )
+    n = 0
+    for event in stream:
+        if stream.log_file == range_.end.file and event.packet.log_pos > range_.end.offset:
+            break
+        n += 1
         if stream.log_file == range_.end.file and stream.log_pos >= range_.end.offset:
             break
     stream.close()
@@ -158,15 +191,17 @@ def measure_rss(server: MariaDBServer, settings: MySQLSettings, tmp: str) -> dic
         five = leader.current_position()
     # the parallel read again on the long range, where the parts' process start-up weighs less
     long_range = PositionRange(start, five)
-    single, _ = timed(lambda: extract_range(settings, open_store(f"file://{tmp}/long1"), "bench", long_range,
-                                            options=ExtractOptions(workers=1)))
+    single, single_cpu, _ = cpu_timed(lambda: extract_range(settings, open_store(f"file://{tmp}/long1"), "bench",
+                                                            long_range, options=ExtractOptions(workers=1)))
     spec = StorageSpec(f"file://{tmp}/long2")
-    parallel, _ = timed(lambda: extract_range(settings, spec.open(), "bench", long_range, storage=spec,
-                                              options=ExtractOptions(workers=2, min_part_mb=0)))
+    parallel, parallel_cpu, _ = cpu_timed(lambda: extract_range(settings, spec.open(), "bench", long_range,
+                                                                storage=spec,
+                                                                options=ExtractOptions(workers=2, min_part_mb=0)))
     return {
         "extract_rss_mb_1m": round(peak_rss_mb(settings, PositionRange(start, one), f"file://{tmp}/rss1", 1_000_000), 1),
         "extract_rss_mb_5m": round(peak_rss_mb(settings, long_range, f"file://{tmp}/rss5", 5_000_000), 1),
         "extract_parallel_speedup_5m": round(single / parallel, 3),
+        "extract_parallel_cpu_ratio_5m": round(parallel_cpu / single_cpu, 3),
     }
 
 
@@ -192,13 +227,16 @@ def main() -> None:
             with Leader(settings) as leader:
                 oltp = PositionRange(end, leader.current_position())
             results = {k: [] for k in ("extract", "extract_python", "extract_parallel", "raw", "mariadb_binlog",
-                                       "oltp_extract", "oltp_raw")}
+                                       "oltp_extract", "oltp_raw", "oltp_framing", "extract_cpu",
+                                       "extract_parallel_cpu")}
             counts = {}
             one_reader = ExtractOptions(workers=1)
             for i in range(args.repeat):
                 store = open_store(f"file://{tmp}/store{i}")
-                secs, batch = timed(lambda: extract_range(settings, store, "bench", range_, options=one_reader))
+                secs, cpu, batch = cpu_timed(lambda: extract_range(settings, store, "bench", range_,
+                                                                   options=one_reader))
                 results["extract"].append(batch.row_count / secs)
+                results["extract_cpu"].append(cpu)
                 counts["extract"] = batch.row_count
                 store = open_store(f"file://{tmp}/python{i}")
                 secs, batch = timed(lambda: extract_range(settings, store, "bench", range_,
@@ -206,9 +244,10 @@ def main() -> None:
                 results["extract_python"].append(batch.row_count / secs)
                 counts["extract_python"] = batch.row_count
                 spec = StorageSpec(f"file://{tmp}/parallel{i}")
-                secs, batch = timed(lambda: extract_range(settings, spec.open(), "bench", range_, storage=spec,
-                                                          options=ExtractOptions(workers=2, min_part_mb=0)))
+                secs, cpu, batch = cpu_timed(lambda: extract_range(settings, spec.open(), "bench", range_, storage=spec,
+                                                                   options=ExtractOptions(workers=2, min_part_mb=0)))
                 results["extract_parallel"].append(batch.row_count / secs)
+                results["extract_parallel_cpu"].append(cpu)
                 counts["extract_parallel"] = batch.row_count
                 secs, n = timed(lambda: raw_decode(settings, range_))
                 results["raw"].append(n / secs)
@@ -223,6 +262,8 @@ def main() -> None:
                 secs, n = timed(lambda: raw_decode(settings, oltp))
                 results["oltp_raw"].append(n / secs)
                 counts["oltp_raw"] = n
+                secs, _ = timed(lambda: framing_only(settings, oltp))
+                results["oltp_framing"].append(args.oltp_rows / secs)
             if args.rss:
                 rss = measure_rss(server, settings, tmp)
         finally:
@@ -247,6 +288,11 @@ def main() -> None:
         "extract_oltp_rows_per_s": round(med["oltp_extract"]),
         "raw_decode_oltp_rows_per_s": round(med["oltp_raw"]),
         "extract_oltp_vs_raw_decode": round(med["oltp_extract"] / med["oltp_raw"], 3),
+        # what no extract over the library's framing can pass: its framing alone, against raw decode
+        "framing_oltp_rows_per_s": round(med["oltp_framing"]),
+        "extract_oltp_ceiling_vs_raw_decode": round(med["oltp_framing"] / med["oltp_raw"], 3),
+        # CPU seconds of the 2-part read over one reader's: two cores give at most 2 / this
+        "extract_parallel_cpu_ratio": round(med["extract_parallel_cpu"] / med["extract_cpu"], 3),
     }
     if args.rss:
         report.update(rss)
@@ -258,11 +304,13 @@ def main() -> None:
     print(f"{'mariadb-binlog -v decode-rows':40} {report['mariadb_binlog_rows_per_s']:>12,}")
     print(f"{'extract, one-row transactions':40} {report['extract_oltp_rows_per_s']:>12,}")
     print(f"{'raw decode, one-row transactions':40} {report['raw_decode_oltp_rows_per_s']:>12,}")
+    print(f"{'framing alone, one-row transactions':40} {report['framing_oltp_rows_per_s']:>12,}")
     print(f"extract / raw decode = {report['extract_vs_raw_decode']}, / mariadb-binlog = {report['extract_vs_c_decode']}, "
           f"OLTP / raw decode = {report['extract_oltp_vs_raw_decode']}  (median of {args.repeat}, {counts['extract']:,} rows)")
     if args.rss:
         print(f"extract peak RSS: {rss['extract_rss_mb_1m']} MB at 1M rows, {rss['extract_rss_mb_5m']} MB at 5M rows")
-        print(f"extract in 2 parts at once, 5M rows: {rss['extract_parallel_speedup_5m']}x one reader")
+        print(f"extract in 2 parts at once, 5M rows: {rss['extract_parallel_speedup_5m']}x one reader, "
+              f"{rss['extract_parallel_cpu_ratio_5m']}x its CPU seconds")
     print(json.dumps(report))
 
 
