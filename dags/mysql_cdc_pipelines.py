@@ -22,7 +22,7 @@ from airflow.sdk import DAG
 
 from mysql_cdc.backfill import backfill_params
 from mysql_cdc.operators import CdcExtractOperator, CdcLagCheckOperator, CdcMergeOperator, CdcVerifyOperator
-from mysql_cdc.operators.callbacks import record_failure
+from mysql_cdc.operators.callbacks import record_failure, record_retry
 from mysql_cdc.pipeline_config import PIPELINES_FILE_ENV, PipelineConfig, load_pipelines
 from mysql_cdc.sensors import LeaderAdvancedSensor
 
@@ -111,6 +111,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             snapshot_options=config.snapshot,
             extract_options=config.extract,
             on_failure_callback=record_failure,
+            on_retry_callback=record_retry,
             **retry_args,
         )
         merge = CdcMergeOperator(
@@ -124,6 +125,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             name=f"mysql-cdc-merge-{config.name}",
             pipeline=config.name,
             on_failure_callback=record_failure,
+            on_retry_callback=record_retry,
             **retry_args,
         )
         check = CdcLagCheckOperator(

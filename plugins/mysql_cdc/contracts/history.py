@@ -5,6 +5,10 @@ transaction); the merge task completes it (rows written, seconds); a failed task
 what the CDC page charts and what ``GET /cdc/api/pipelines`` reports as ``last_batch``; the lag
 figures take the commit time of the last applied transaction from it (``monitor.lag``).
 
+Every failed try of a run's tasks is kept beside it (``failed_tries``), the ones Airflow retried
+as well as the last, so a run that succeeded on its third try still shows why the first two
+failed; ``read_history`` attaches them to their run's record.
+
 The history is a record of runs, not a part of the follower's state: nothing reads it to decide
 what to apply (the checkpoint alone does), so it is written in its own short transactions.
 Functions take any DB-API connection (PyMySQL) in autocommit or not; each commits its write.
@@ -13,11 +17,12 @@ Functions take any DB-API connection (PyMySQL) in autocommit or not; each commit
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from .checkpoint import CHECKPOINT_SCHEMA, rows_if_present
 
 HISTORY_TABLE = f"`{CHECKPOINT_SCHEMA}`.`batch_history`"
+TRIES_TABLE = f"`{CHECKPOINT_SCHEMA}`.`failed_tries`"
 EXTRACTED, MERGED, FAILED = "extracted", "merged", "failed"
 
 CREATE_SQL = (
@@ -42,7 +47,38 @@ CREATE_SQL = (
         UNIQUE KEY run (pipeline, run_id),
         KEY recent (pipeline, id)
     ) ENGINE=InnoDB""",
+    f"""CREATE TABLE IF NOT EXISTS {TRIES_TABLE} (
+        id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        pipeline VARCHAR(190) NOT NULL,
+        run_id VARCHAR(250) NOT NULL,
+        task_id VARCHAR(250) NOT NULL,
+        try_number INT NOT NULL,
+        error TEXT NOT NULL,
+        failed_at DATETIME(6) NOT NULL,
+        UNIQUE KEY one_try (pipeline, run_id, task_id, try_number)
+    ) ENGINE=InnoDB""",
 )
+
+
+@dataclass(frozen=True)
+class FailedTry:
+    """One failed try of a run's task: ``error`` starts with the cause."""
+
+    pipeline: str
+    run_id: str
+    task_id: str
+    try_number: int
+    error: str
+    failed_at: dt.datetime | None = None
+
+    def to_json(self) -> dict:
+        body = {f.name: getattr(self, f.name) for f in fields(self)}
+        body["failed_at"] = _iso(self.failed_at)
+        return body
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.replace(tzinfo=dt.timezone.utc).isoformat() if value else None
 
 
 @dataclass(frozen=True)
@@ -67,6 +103,7 @@ class BatchRecord:
     error: str | None = None
     extracted_at: dt.datetime | None = None
     merged_at: dt.datetime | None = None
+    failed_tries: tuple[FailedTry, ...] = ()  # oldest first
 
     def rate(self, seconds: float | None) -> float | None:
         """Rows per second of one step, when it took measurable time."""
@@ -75,14 +112,15 @@ class BatchRecord:
     def to_json(self) -> dict:
         body = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in ("end_time", "extracted_at", "merged_at"):
-            value = body[name]
-            body[name] = value.replace(tzinfo=dt.timezone.utc).isoformat() if value else None
+            body[name] = _iso(body[name])
+        body["failed_tries"] = [t.to_json() for t in self.failed_tries]
         body["extract_rows_per_second"] = self.rate(self.extract_seconds)
         body["merge_rows_per_second"] = self.rate(self.merge_seconds)
         return body
 
 
-_COLUMNS = tuple(f.name for f in fields(BatchRecord))
+_COLUMNS = tuple(f.name for f in fields(BatchRecord) if f.name != "failed_tries")
+_TRY_COLUMNS = tuple(f.name for f in fields(FailedTry))
 
 
 def ensure_history_table(conn) -> None:
@@ -129,11 +167,37 @@ def record_failed(conn, pipeline: str, run_id: str, kind: str, error: str) -> No
            (pipeline, run_id, kind, FAILED, error[:4000]))
 
 
+def record_failed_try(conn, failed: FailedTry) -> None:
+    """A try of a run's task failed (retried or not); the same try recorded again keeps the
+    latest words."""
+    _write(conn, f"INSERT INTO {TRIES_TABLE} (pipeline, run_id, task_id, try_number, error, failed_at) "
+           "VALUES (%s, %s, %s, %s, %s, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE error = VALUES(error)",
+           (failed.pipeline, failed.run_id, failed.task_id, failed.try_number, failed.error[:4000]))
+
+
+def read_failed_tries(conn, pipeline: str, run_ids: tuple[str, ...] | None = None) -> list[FailedTry]:
+    """The pipeline's failed tries (of ``run_ids`` only, when given), oldest first."""
+    where, args = "pipeline = %s", [pipeline]
+    if run_ids is not None:
+        if not run_ids:
+            return []
+        where += f" AND run_id IN ({', '.join(['%s'] * len(run_ids))})"
+        args.extend(run_ids)
+    rows = rows_if_present(conn, f"SELECT {', '.join(_TRY_COLUMNS)} FROM {TRIES_TABLE} WHERE {where} ORDER BY id",
+                           tuple(args))
+    return [FailedTry(**dict(zip(_TRY_COLUMNS, row))) for row in rows]
+
+
 def read_history(conn, pipeline: str, limit: int = 50) -> list[BatchRecord]:
-    """The pipeline's latest runs, newest first ([] before its first)."""
+    """The pipeline's latest runs, newest first ([] before its first), each with its failed
+    tries."""
     rows = rows_if_present(conn, f"SELECT {', '.join(_COLUMNS)} FROM {HISTORY_TABLE} WHERE pipeline = %s "
                            "ORDER BY id DESC LIMIT %s", (pipeline, limit))
-    return [BatchRecord(**dict(zip(_COLUMNS, row))) for row in rows]
+    records = [BatchRecord(**dict(zip(_COLUMNS, row))) for row in rows]
+    tries: dict[str, list[FailedTry]] = {}
+    for failed in read_failed_tries(conn, pipeline, tuple(r.run_id for r in records)):
+        tries.setdefault(failed.run_id, []).append(failed)
+    return [replace(r, failed_tries=tuple(tries.get(r.run_id, ()))) for r in records]
 
 
 def last_applied_time(conn, pipeline: str) -> dt.datetime | None:

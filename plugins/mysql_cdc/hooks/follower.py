@@ -164,3 +164,6 @@ class FollowerHook(MySQLConnectionHook):
 
     def record_failed(self, pipeline: str, run_id: str, kind: str, error: str) -> None:
         self._history(history.record_failed, pipeline, run_id, kind, error)
+
+    def record_failed_try(self, failed: history.FailedTry) -> None:
+        self._history(history.record_failed_try, failed)

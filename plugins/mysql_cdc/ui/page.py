@@ -23,7 +23,7 @@ section.pipeline{background:#fff;border:1px solid #d9e2ec;border-radius:8px;padd
 .figure .value{font-size:1.4rem;font-weight:600} .figure .label{font-size:.8rem;color:#52606d}
 table{border-collapse:collapse;font-size:.85rem;width:100%} th,td{padding:.25rem .5rem;border-bottom:1px solid #e4e7eb;text-align:left}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-.status-merged,.status-ok{color:#1a7f37} .status-failed,.status-drift,.error{color:#b42318} .status-extracted{color:#9a6700}
+.status-merged,.status-ok{color:#1a7f37} .status-failed,.status-drift,.error{color:#b42318} .failed-try{color:#9a3412;font-size:.8rem} .status-extracted{color:#9a6700}
 .message{padding:.6rem 1rem;border-radius:6px;background:#e6f4ea;margin-bottom:1rem}
 .message.bad{background:#fdecea}
 form.resnapshot input[type=text]{width:28rem;font-family:monospace}
@@ -91,6 +91,10 @@ def _history_table(name: str, history: Sequence[BatchRecord]) -> str:
         run = f'<a target="_top" href="../dags/{quote(name)}/runs/{quote(r.run_id, safe="")}">{escape(r.run_id)}</a>'
         span = f"{escape(r.start_position or '')} → {escape(r.end_position or '')}" if r.start_position else ""
         error = f'<div class="error">{escape(r.error)}</div>' if r.error else ""
+        # every failed try, the retried ones too (a run that succeeded on its third try says why
+        # the first two failed)
+        error += "".join(f'<div class="failed-try">{escape(t.task_id)} try {t.try_number} failed: '
+                         f'{escape(t.error.removeprefix(t.task_id + ": "))}</div>' for t in r.failed_tries)
         rows.append(
             f'<tr class="batch"><td>{run}</td><td>{escape(r.kind)}</td><td>{span}</td>'
             f'<td class="num">{_count(r.rows_in)}</td><td class="num">{_count(r.net_rows)}</td>'

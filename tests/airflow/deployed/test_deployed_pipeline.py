@@ -1,0 +1,290 @@
+"""A pipeline run the way it is deployed: scheduler (LocalExecutor), triggerer, dag-processor and
+api-server as separate processes (scripts/airflow_deployment.py), a pipeline every minute with the
+pipelines file's defaults (a snapshot first, copied by 2 worker processes), a writer committing on
+the leader, and the deployment's faults: the triggerer killed while a sensor waits in it, a task
+process killed during a merge, the scheduler killed during a merge. After each, the follower
+equals the leader once the next run has applied the leader's last position.
+
+Its own MariaDB leader and follower and its own SQLite metadata database: the scheduled runs of
+this module never touch the other tests' servers. It costs about 8 minutes of the suite (most of it
+waiting for the minute schedule); `make test` runs it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airflow_deployment import AirflowDeployment
+from local_services import MariaDBServer
+from merge_helpers import assert_same_database
+from mysql_cdc.capture.leader import Leader
+from mysql_cdc.contracts import read_checkpoint
+from mysql_cdc.contracts.history import read_failed_tries, read_history
+from mysql_cdc.settings import MySQLSettings
+
+PIPELINE, DB = "deployed_cdc", "shop"
+TERMINAL = {"success", "failed"}
+
+
+def conn(conn_type: str, **fields) -> str:
+    return json.dumps({"conn_type": conn_type, **fields})
+
+
+def mysql_conn(params: dict) -> str:
+    return conn("mysql", host=params["host"], port=params["port"], login=params["user"], password=params["password"])
+
+
+class LeaderWriter:
+    """Small transactions on three tables of the leader, from a thread, until stopped: inserts,
+    updates and deletes on keyed tables and duplicates on a keyless one."""
+
+    def __init__(self, server: MariaDBServer):
+        self.server, self.commits = server, 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def start(self) -> "LeaderWriter":
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        rnd = random.Random(7)
+        conn = self.server.connect(database=DB)
+        try:
+            with conn.cursor() as cur:
+                while not self._stop.is_set():
+                    key = rnd.randint(1, 3000)
+                    cur.execute("INSERT INTO orders (customer, amount) VALUES (%s, %s)", (key % 97, key / 7))
+                    cur.execute("UPDATE orders SET amount = amount + 1 WHERE id = %s", (key,))
+                    if key % 5 == 0:
+                        cur.execute("DELETE FROM orders WHERE id = %s", (key - 1,))
+                    cur.execute("INSERT INTO events VALUES (%s, 'tick')", (key % 3,))  # duplicates
+                    cur.execute("INSERT INTO accounts VALUES (%s, 1) ON DUPLICATE KEY UPDATE balance = balance + 1",
+                                (key % 50,))
+                    conn.commit()
+                    self.commits += 1
+                    self._stop.wait(0.05)
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self.error is not None:
+            raise self.error
+
+
+@dataclass
+class Deployed:
+    airflow: AirflowDeployment
+    leader: MariaDBServer
+    follower: MariaDBServer
+    leader_settings: MySQLSettings
+    follower_settings: MySQLSettings
+
+    def leader_position(self):
+        with Leader(self.leader_settings) as server:
+            return server.current_position()
+
+    def checkpoint(self):
+        conn = self.follower_settings.connect()
+        try:
+            return read_checkpoint(conn, PIPELINE)
+        finally:
+            conn.close()
+
+    def runs(self) -> list[dict]:
+        return self.airflow.dag_runs(PIPELINE)
+
+    def caught_up(self, timeout: float = 300) -> None:
+        """Wait until a run has applied the leader's position of now (the leader idle), then
+        compare the whole database."""
+        target = self.leader_position()
+        self.airflow.wait(lambda: (cp := self.checkpoint()) is not None and cp.position >= target, timeout,
+                          f"the checkpoint to reach the leader's {target}", every=3)
+        assert_same_database(self.leader, self.follower, DB)
+
+    def running_task(self, task_id: str, timeout: float = 180) -> dict:
+        """The run whose ``task_id`` is running now, with the task's pid known."""
+        def find():
+            for run in reversed(self.runs()):
+                if run["state"] == "running":
+                    ti = self.airflow.task_instances(PIPELINE, run["dag_run_id"]).get(task_id)
+                    if ti and ti["state"] == "running" and ti.get("pid"):
+                        return {"run": run, "ti": ti}
+            return None
+        return self.airflow.wait(find, timeout, f"{task_id} running in a scheduled run", every=1)
+
+    def run_state(self, run_id: str, timeout: float = 400) -> str:
+        def done():
+            run = next(r for r in self.runs() if r["dag_run_id"] == run_id)
+            return run["state"] if run["state"] in TERMINAL else None
+        return self.airflow.wait(done, timeout, f"run {run_id} to finish", every=3)
+
+    def history(self):
+        conn = self.follower_settings.connect()
+        try:
+            return read_history(conn, PIPELINE, limit=200), read_failed_tries(conn, PIPELINE)
+        finally:
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def deployed(services_dir, tmp_path_factory, s3_endpoint):
+    leader = MariaDBServer(services_dir, "deployed-leader", server_id=21, binlog=True, die_with_parent=True)
+    follower = MariaDBServer(services_dir, "deployed-follower", server_id=22, binlog=False, die_with_parent=True)
+    home = tmp_path_factory.mktemp("deployed-airflow")
+    airflow = None
+    try:
+        leader.start(), follower.start()
+        leader_user = leader.create_user("cdc", "cdc-leader-pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"])
+        follower_user = follower.create_user("cdc_writer", "cdc-follower-pw", ["ALL PRIVILEGES ON *.*"])
+        # the leader's history: rows written before the pipeline exists (the snapshot copies them)
+        leader.run_sql([
+            f"CREATE DATABASE {DB}", f"USE {DB}",
+            "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, customer INT NOT NULL, amount DECIMAL(12,4))",
+            "CREATE TABLE events (kind INT, note VARCHAR(20))",  # no key: applied as a multiset
+            "CREATE TABLE accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL)",
+            "INSERT INTO orders (customer, amount) SELECT seq % 97, seq / 3 FROM seq_1_to_3000",
+            "INSERT INTO events SELECT seq % 3, 'old' FROM seq_1_to_300",
+        ], database=None)
+        pipelines = home / "pipelines.yaml"
+        # The pipelines file's defaults (start_position: snapshot, snapshot.workers: 2), a schedule
+        # of every minute, a sensor that waits in the triggerer long enough to be caught there,
+        # and a short retry delay so the fault tests' retries come within the test's time.
+        pipelines.write_text(yaml.safe_dump({"pipelines": [{
+            "name": PIPELINE, "schedule": "* * * * *",
+            "leader_conn_id": "deployed_leader", "follower_conn_id": "deployed_follower",
+            "storage_uri": f"s3://{s3_endpoint.bucket}/deployed", "aws_conn_id": "deployed_s3",
+            "spark_conn_id": "deployed_spark", "wait_timeout": 40, "retry_delay": 5,
+        }]}))
+        airflow = AirflowDeployment(home, env={
+            "CDC_PIPELINES_FILE": str(pipelines),
+            "AIRFLOW_CONN_DEPLOYED_LEADER": mysql_conn(leader_user),
+            "AIRFLOW_CONN_DEPLOYED_FOLLOWER": mysql_conn(follower_user),
+            "AIRFLOW_CONN_DEPLOYED_S3": conn("aws", login=s3_endpoint.access_key, password=s3_endpoint.secret_key,
+                                             extra={"endpoint_url": s3_endpoint.url, "region_name": "us-east-1"}),
+            "AIRFLOW_CONN_DEPLOYED_SPARK": conn("spark", host="local[2]"),
+        })
+        airflow.start()
+        yield Deployed(airflow, leader, follower, MySQLSettings(**leader_user), MySQLSettings(**follower_user))
+    finally:
+        if airflow is not None:
+            airflow.stop()
+        follower.stop(), leader.stop()
+
+
+def task_logs(home: Path) -> dict[str, str]:
+    return {str(p.relative_to(home)): p.read_text(errors="replace") for p in (home / "logs").rglob("*.log")
+            if "dag_id=" in str(p)}
+
+
+def test_scheduled_runs_with_a_writer_keep_the_follower_equal(deployed):
+    writer = LeaderWriter(deployed.leader).start()
+    airflow = deployed.airflow
+    try:
+        # several scheduled runs while the writer commits; the first is the snapshot
+        airflow.wait(lambda: len([r for r in deployed.runs() if r["state"] in TERMINAL]) >= 3, 420,
+                     "three finished scheduled runs", every=5)
+    finally:
+        writer.stop()
+    assert writer.commits > 100
+    deployed.caught_up()
+
+    runs = deployed.runs()
+    finished = [r for r in runs if r["state"] in TERMINAL]
+    assert all(r["run_type"] == "scheduled" for r in runs)
+    assert [r["state"] for r in finished] == ["success"] * len(finished), finished
+    # the first run copied the tables with 2 workers, on its first try
+    first = airflow.task_instances(PIPELINE, finished[0]["dag_run_id"])
+    assert first["extract_batch"]["try_number"] == 1, first["extract_batch"]
+    history, failed_tries = deployed.history()
+    assert history[-1].kind == "snapshot" and history[-1].status == "merged", history[-1]
+    assert not failed_tries
+    # no run overlapped another
+    spans = sorted((dt.datetime.fromisoformat(r["start_date"]), dt.datetime.fromisoformat(r["end_date"]))
+                   for r in finished)
+    assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans
+
+
+def test_the_sensor_waits_in_the_triggerer_and_survives_its_crash(deployed):
+    airflow = deployed.airflow
+    deployed.caught_up()
+
+    def deferred():
+        for run in reversed(deployed.runs()):
+            if run["state"] == "running":
+                ti = airflow.task_instances(PIPELINE, run["dag_run_id"])["wait_for_changes"]
+                if ti["state"] == "deferred":
+                    return run
+        return None
+
+    run = airflow.wait(deferred, 150, "a sensor deferred to the triggerer", every=1)
+    first_triggerer_log = airflow.components["triggerer"].log
+    airflow.kill("triggerer")
+    airflow.start_component("triggerer")
+    deployed.leader.run_sql([f"INSERT INTO {DB}.accounts VALUES (9001, 5)"])
+    assert deployed.run_state(run["dag_run_id"]) == "success"
+    tis = airflow.task_instances(PIPELINE, run["dag_run_id"])
+    assert {t: ti["state"] for t, ti in tis.items()} == {
+        "wait_for_changes": "success", "extract_batch": "success", "merge_batch": "success", "check_lag": "success"}
+    # the wait ran in the triggerer: the one killed, then the one started in its place
+    assert "LeaderAdvancedTrigger" in first_triggerer_log.read_text()
+    assert "LeaderAdvancedTrigger" in airflow.components["triggerer"].log.read_text()
+    deployed.caught_up()
+
+
+def test_a_task_process_killed_during_the_merge_is_retried(deployed):
+    import os
+    import signal
+
+    airflow = deployed.airflow
+    deployed.leader.run_sql([f"INSERT INTO {DB}.events VALUES (7, 'killed-task')",
+                             f"UPDATE {DB}.orders SET amount = -1 WHERE id < 50"])
+    found = deployed.running_task("merge_batch")
+    time.sleep(8)  # inside spark-submit
+    os.kill(found["ti"]["pid"], signal.SIGKILL)
+    assert deployed.run_state(found["run"]["dag_run_id"]) == "success"
+    tries = airflow.tries(PIPELINE, found["run"]["dag_run_id"], "merge_batch")
+    assert [t["state"] for t in tries][-1] == "success" and len(tries) >= 2, tries
+    deployed.caught_up()
+    _, failed_tries = deployed.history()
+    killed = [f for f in failed_tries if f.run_id == found["run"]["dag_run_id"]]
+    assert killed and killed[0].task_id == "merge_batch" and killed[0].try_number == 1, failed_tries
+
+
+def test_the_scheduler_killed_during_a_merge_and_started_again(deployed):
+    airflow = deployed.airflow
+    deployed.leader.run_sql([f"INSERT INTO {DB}.events VALUES (8, 'killed-scheduler')",
+                             f"DELETE FROM {DB}.orders WHERE id BETWEEN 100 AND 140"])
+    found = deployed.running_task("merge_batch")
+    time.sleep(5)
+    airflow.kill("scheduler")
+    time.sleep(5)
+    airflow.start_component("scheduler")
+    assert deployed.run_state(found["run"]["dag_run_id"]) == "success"
+    deployed.caught_up()
+
+
+def test_no_warning_of_ours_in_a_task_log(deployed):
+    logs = task_logs(deployed.airflow.home)
+    assert logs, "no task log written"
+    # Python's warnings (DeprecationWarning, UserWarning, ...): none from our code or pins
+    warned = {name: re.findall(r".{0,120}\b[A-Za-z]*Warning\b.{0,120}", text) for name, text in logs.items()}
+    assert not {name: lines for name, lines in warned.items() if lines}
