@@ -12,7 +12,7 @@ deployed tests (``tests/airflow/deployed``) and ``bench`` start it; so can a per
 Each component starts in a session of its own, so a test can kill one (``kill``) the way a crash
 would, then start it again (``start_component``). What a killed scheduler leaves behind (its
 LocalExecutor workers and log server stay in its process group and ignore SIGTERM; a task runs in
-a process group of its own) is found by a marker in the environment and killed by ``stop``.
+a process group of its own) is found by its session and killed by ``stop``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from local_services import _make_preexec, _tail, free_port  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 COMPONENTS = ("api-server", "dag-processor", "scheduler", "triggerer")
-MARKER_ENV = "MYSQL_CDC_AIRFLOW_DEPLOYMENT"
 ADMIN_USER = "cdc-admin"
 
 
@@ -66,17 +65,14 @@ class AirflowDeployment:
     die_with_parent: bool = True
     port: int = field(default_factory=free_port)
     components: dict[str, Component] = field(default_factory=dict)
-    _password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    _started: list[Component] = field(default_factory=list)  # killed components' too: their orphans
     _token: str | None = None
     _starts: int = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def marker(self) -> str:
-        return str(self.home)
 
     def airflow_settings(self) -> dict[str, str]:
         """What every component must agree on (``docs/deploy.md`` explains each)."""
@@ -117,7 +113,6 @@ class AirflowDeployment:
             # spark-submit is found on PATH only (the merge task runs it)
             "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
             "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),
-            MARKER_ENV: self.marker,
         })
         return env
 
@@ -125,7 +120,7 @@ class AirflowDeployment:
 
     def start(self) -> "AirflowDeployment":
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "passwords.json").write_text(json.dumps({ADMIN_USER: self._password}))
+        (self.home / "passwords.json").write_text(json.dumps({ADMIN_USER: self.password}))
         self._env = self.process_env()
         migrate_log = self.home / "db-migrate.log"
         with open(migrate_log, "w") as out:
@@ -154,6 +149,7 @@ class AirflowDeployment:
             proc = subprocess.Popen(args, env=self._env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=_make_preexec(self.die_with_parent))
         self.components[name] = Component(name, proc, log)
+        self._started.append(self.components[name])
         return self.components[name]
 
     def kill(self, name: str) -> int:
@@ -168,11 +164,11 @@ class AirflowDeployment:
 
     def stop(self) -> None:
         """SIGTERM each component's process group, then SIGKILL whatever of ours is left: the
-        groups, and the processes that left them (task processes, orphans of a killed
-        component), found by the marker in their environment."""
+        orphans of a killed component (a scheduler's executor workers and log server ignore
+        SIGTERM) and task processes, which run in process groups of their own."""
         for component in self.components.values():
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(component.proc.pid, signal.SIGTERM)
+                os.killpg(component.proc.pid, signal.SIGTERM)  # a graceful stop where one is heard
         deadline = time.monotonic() + 20
         for component in self.components.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -185,15 +181,19 @@ class AirflowDeployment:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.5)
-        for component in self.components.values():
+        for component in self._started:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 component.proc.wait(timeout=5)
 
     def processes(self) -> list[int]:
-        """Every live process started for this deployment (components and all they started)."""
+        """Every live process started for this deployment: each component runs in a session of
+        its own, and everything it starts stays in that session (a task's process moves to a
+        process group of its own, not to another session). An environment marker would not do:
+        Airflow's process titles overwrite /proc/<pid>/environ."""
+        sessions = {c.proc.pid for c in self._started}
         pids = []
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid() and _pid_has_marker_env(int(entry.name), self.marker):
+            if entry.name.isdigit() and _session_of(int(entry.name)) in sessions:
                 pids.append(int(entry.name))
         return pids
 
@@ -206,14 +206,14 @@ class AirflowDeployment:
     # -- the REST API, as a user's tools read it --------------------------------------------------
 
     def _healthy(self) -> bool:
-        self._check_alive()
+        self.check_alive()
         try:
             with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=5) as response:
                 return response.status == 200
         except OSError:
             return False
 
-    def _check_alive(self) -> None:
+    def check_alive(self) -> None:
         for component in self.components.values():
             if not component.killed and component.proc.poll() is not None:
                 raise DeploymentError(f"airflow {component.name} exited with {component.proc.returncode}:\n"
@@ -222,7 +222,7 @@ class AirflowDeployment:
     def token(self) -> str:
         if self._token is None:
             request = urllib.request.Request(
-                f"{self.url}/auth/token", json.dumps({"username": ADMIN_USER, "password": self._password}).encode(),
+                f"{self.url}/auth/token", json.dumps({"username": ADMIN_USER, "password": self.password}).encode(),
                 {"Content-Type": "application/json"})
             with urllib.request.urlopen(request, timeout=30) as response:
                 self._token = json.loads(response.read())["access_token"]
@@ -259,7 +259,7 @@ class AirflowDeployment:
         """Poll ``predicate`` until it returns something true; fail naming ``what`` and the logs."""
         deadline = time.monotonic() + timeout
         while True:
-            self._check_alive()
+            self.check_alive()
             value = predicate()
             if value:
                 return value
@@ -269,12 +269,14 @@ class AirflowDeployment:
             time.sleep(every)
 
 
-def _pid_has_marker_env(pid: int, marker: str) -> bool:
+def _session_of(pid: int) -> int | None:
+    """The session id of a live process (a zombie counts as gone), from /proc/<pid>/stat."""
     try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
-    return f"{MARKER_ENV}={marker}".encode() in environ.split(b"\0")
+        return None
+    fields = raw.rsplit(")", 1)[1].split()  # the command may hold spaces; fields follow its ')'
+    return None if fields[0] in ("Z", "X") else int(fields[3])
 
 
 def main() -> int:
@@ -285,11 +287,11 @@ def main() -> int:
     args = parser.parse_args()
     deployment = AirflowDeployment(args.home.resolve(), die_with_parent=True)
     with deployment:
-        print(f"Airflow on {deployment.url} (user {ADMIN_USER}, password {deployment._password}); Ctrl-C stops it",
+        print(f"Airflow on {deployment.url} (user {ADMIN_USER}, password {deployment.password}); Ctrl-C stops it",
               flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             while True:
-                deployment._check_alive()
+                deployment.check_alive()
                 time.sleep(5)
     return 0
 
