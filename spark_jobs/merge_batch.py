@@ -22,9 +22,9 @@ import warnings
 from typing import Sequence
 
 from mysql_cdc.apply.errors import MergeError
-from mysql_cdc.apply.report import SUMMARY_ENV
+from mysql_cdc.apply.report import SUMMARY_ENV, MergeSummary
 from mysql_cdc.settings import JobSecrets
-from mysql_cdc.spark.merge import one_line, run_merge
+from mysql_cdc.spark.merge import one_line, run_merges
 from mysql_cdc.spark.session import PANDAS_WARNING, LazySession
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -35,7 +35,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="merge_batch.py",
         description="Apply one mysql-cdc change batch to the follower (secrets via $MYSQL_CDC_SECRETS_FILE).",
     )
-    parser.add_argument("--manifest-uri", required=True, help="s3://... or file://.../manifest.json of the batch")
+    parser.add_argument("--manifest-uri", required=True, action="append", dest="manifest_uris",
+                        help="s3://... or file://.../manifest.json of the batch; given again, the batches are "
+                             "applied in that order (a copy, then its catch-up)")
     return parser.parse_args(argv)
 
 
@@ -47,10 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
     spark = LazySession()
     try:
-        summary = run_merge(spark, args.manifest_uri, JobSecrets.from_env())
-        log.info("merge summary %s", summary.to_json())
-        if os.environ.get(SUMMARY_ENV):  # the merge task reads it back for its log and XCom
-            Path(os.environ[SUMMARY_ENV]).write_text(summary.to_json())
+        summaries = run_merges(spark, args.manifest_uris, JobSecrets.from_env())
+        if os.environ.get(SUMMARY_ENV):  # the merge task reads them back for its log and XCom
+            Path(os.environ[SUMMARY_ENV]).write_text(MergeSummary.list_to_json(summaries))
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure becomes the one-line error below
         if not isinstance(exc, (MergeError, ValueError)):

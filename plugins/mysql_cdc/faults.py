@@ -7,7 +7,8 @@ Merge points: ``after_staging`` (staging tables and load files prepared, followe
 begun), ``before_commit`` (follower transaction done but not committed), ``after_ddl`` (a DDL ran,
 the checkpoint still carries its pending marker), ``before_swap`` (a snapshot's shadow table
 loaded, the table's position marked swapping), ``after_swap`` (the shadow renamed into the
-table's place, the table's position not yet done). Snapshot copy points: ``copy_planned`` (the
+table's place, the table's position not yet done), ``between_batches`` (a run's copy applied,
+its catch-up not begun). Snapshot copy points: ``copy_planned`` (the
 plan written, no chunk copied), ``copy_after_chunk`` (one chunk's record written),
 ``copy_before_manifest`` (every chunk and catch-up written, the manifest not). Leave the variable
 unset in production.
@@ -19,7 +20,8 @@ import os
 import sys
 
 CRASH_ENV = "MYSQL_CDC_CRASH_AT"
-CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "before_swap", "after_swap", "copy_planned",
+CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "before_swap", "after_swap", "between_batches",
+                "copy_planned",
                 "copy_after_chunk", "copy_before_manifest")
 
 

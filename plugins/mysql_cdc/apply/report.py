@@ -87,6 +87,15 @@ class MergeSummary:
         tables = [TableReport(**{k: v for k, v in t.items() if k in known}) for t in body.pop("tables")]
         return cls(**body, tables=tables)
 
+    @classmethod
+    def list_from_json(cls, text: str) -> list["MergeSummary"]:
+        """The summaries a job run wrote, one per batch it applied (``list_to_json``)."""
+        return [cls.from_json(json.dumps(body)) for body in json.loads(text)]
+
+    @staticmethod
+    def list_to_json(summaries: list["MergeSummary"]) -> str:
+        return json.dumps([json.loads(s.to_json()) for s in summaries], sort_keys=True)
+
     def describe(self) -> list[str]:
         """The summary as a user reads it: the batch, then one line per table."""
         if self.noop:

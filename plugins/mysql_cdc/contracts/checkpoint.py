@@ -215,6 +215,13 @@ class TablePositions:
         """The snapshot batch whose copy has not finished, if any."""
         return next((p.batch_id for p in self.by_table.values() if p.state != DONE), None)
 
+    def with_copies(self, batch) -> "TablePositions":
+        """The positions as they stand once the snapshot ``batch`` (``contracts.ChangeBatch``) is
+        applied: each of its tables done at its copy's position."""
+        copied = {(s.database, s.table): TablePosition(s.database, s.table, s.at, batch.batch_id, DONE)
+                  for s in batch.segments}
+        return TablePositions({**self.by_table, **copied})
+
 
 def read_table_positions(conn, pipeline: str) -> TablePositions:
     import pymysql

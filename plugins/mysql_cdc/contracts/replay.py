@@ -101,6 +101,19 @@ def plan_snapshot(batch: ChangeBatch, positions: TablePositions) -> ReplayPlan:
     return ReplayPlan(tuple(s for s in batch.segments if not applied(s)))
 
 
+def checkpoint_after_copies(batch: ChangeBatch, checkpoint: Checkpoint | None) -> Checkpoint:
+    """The pipeline's checkpoint once a snapshot batch's copies are applied. A copy of every table
+    moves it to where the copy was planned (the batch's start) when it was behind that, absent, or
+    a position on another server (a failover); a copy of some tables leaves it as it is. Every
+    copied table then stands at or after it (at its own ``at``, up to the batch's end): the run's
+    catch-up brings every table from here to the batch's end."""
+    full = bool(batch.segments) and all(getattr(s, "full", False) for s in batch.segments)
+    if checkpoint is None or (full and (checkpoint.position < batch.start or not same_leader(checkpoint, batch))):
+        return Checkpoint(batch.pipeline, batch.start, None, batch.batch_id, gtid_set=batch.start_gtid_set,
+                          leader_id=batch.leader_id)
+    return checkpoint
+
+
 def require_no_pending_snapshot(batch: ChangeBatch, positions: TablePositions) -> None:
     """A stream batch waits for an unfinished copy: the stream would reach tables it has not made."""
     pending = positions.pending_batch()

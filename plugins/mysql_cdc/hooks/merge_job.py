@@ -22,16 +22,15 @@ import shutil
 import sys
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..contracts import ChangeBatch, Checkpoint, already_applied
-from ..contracts.replay import plan_snapshot, require_no_pending_snapshot
+from ..contracts import ChangeBatch, Checkpoint, already_applied, plan_replay
 from ..packaging import MERGE_JOB, build_py_files, driver_java_options
 from ..apply.report import SUMMARY_ENV, MergeSummary
 from ..settings import SECRETS_ENV, JobSecrets
@@ -46,10 +45,14 @@ ADVANCE = "advance"
 
 @dataclass(frozen=True)
 class MergePlan:
+    """What the merge task does with the run's batches. ``batch``: the first that still needs
+    work (the last when all are applied); ``manifest_uris``: it and those after it, in order."""
+
     action: str  # SUBMIT | SKIP (already applied) | ADVANCE (captured nothing)
     batch: ChangeBatch
     checkpoint: Checkpoint
     reason: str
+    manifest_uris: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,15 +61,18 @@ class JobInputs:
     env: dict[str, str]
 
 
-def submit_arguments(manifest_uri: str, inputs: JobInputs, name: str, conf: Mapping[str, Any],
+def submit_arguments(manifest_uris: str | Sequence[str], inputs: JobInputs, name: str, conf: Mapping[str, Any],
                      spark_binary: str) -> dict[str, Any]:
-    """The ``SparkSubmitHook`` arguments of one merge: no secret among them (they travel in the
-    file named by ``inputs.env``), so the command line it logs is safe as it is."""
+    """The ``SparkSubmitHook`` arguments of one merge of ``manifest_uris`` (one, or several applied
+    in order): no secret among them (they travel in the file named by ``inputs.env``), so the
+    command line it logs is safe as it is."""
+    if isinstance(manifest_uris, str):
+        manifest_uris = [manifest_uris]
     return {
         "conf": driver_java_options(conf),
         "py_files": inputs.py_files,
         "name": name,
-        "application_args": ["--manifest-uri", manifest_uri],
+        "application_args": [arg for uri in manifest_uris for arg in ("--manifest-uri", uri)],
         "env_vars": dict(inputs.env),
         "spark_binary": spark_binary,
         "deploy_mode": "client",
@@ -128,18 +134,33 @@ class MergeJobHook(BaseHook):
     def storage(self) -> BatchStorageHook:
         return BatchStorageHook(self.storage_uri, self.aws_conn_id)
 
-    def plan(self, manifest_uri: str) -> MergePlan:
-        """Raises ReplayError (contracts.replay) when the batch cannot be applied: a gap, no checkpoint."""
+    def plan(self, manifest_uris: str | Sequence[str]) -> MergePlan:
+        """The plan for the run's batches, applied in order (a copy, then its catch-up): those
+        already applied are passed over, and the first that is not decides. Raises ReplayError
+        (``contracts.replay``) when a batch cannot be applied: a gap, no checkpoint, another
+        leader's batch, a pending DDL it does not settle; no retry can fix those."""
+        uris = [manifest_uris] if isinstance(manifest_uris, str) else list(manifest_uris)
+        for i, uri in enumerate(uris):
+            plan = self._plan_one(uri)
+            last = i == len(uris) - 1
+            if plan.action == SKIP and not last:
+                self.log.info("%s", plan.reason)
+                continue
+            if plan.action == ADVANCE and not last:  # a batch follows: the job moves it with them
+                plan = replace(plan, action=SUBMIT)
+            return replace(plan, manifest_uris=tuple(uris[i:]))
+        raise ValueError("no manifest to merge")
+
+    def _plan_one(self, manifest_uri: str) -> MergePlan:
         batch = self.storage.read_manifest(manifest_uri)
         checkpoint = self.follower.read_checkpoint(batch.pipeline)
         positions = self.follower.table_positions(batch.pipeline)
+        left = plan_replay(batch, checkpoint, positions)  # the job's own rule, asked before Spark starts
         if batch.is_snapshot:
-            left = plan_snapshot(batch, positions)
             if left.noop:
                 return MergePlan(SKIP, batch, checkpoint, f"snapshot {batch.batch_id} is already applied")
             return MergePlan(SUBMIT, batch, checkpoint,
                              f"applying snapshot {batch.batch_id}: {len(left.segments)} tables at {batch.start}")
-        require_no_pending_snapshot(batch, positions)
         if already_applied(batch.range, checkpoint, batch.pipeline):
             return MergePlan(SKIP, batch, checkpoint,
                              f"batch {batch.range} is already applied (checkpoint {checkpoint.position})")
@@ -171,19 +192,19 @@ class MergeJobHook(BaseHook):
             )
         return conn
 
-    def submit(self, manifest_uri: str, name: str, conf: Mapping[str, Any]) -> MergeSummary | None:
-        """Run the merge job for ``manifest_uri`` and return its summary (None if it wrote none);
-        raises when spark-submit fails."""
+    def submit(self, manifest_uris: Sequence[str], name: str, conf: Mapping[str, Any]) -> list[MergeSummary]:
+        """Run the merge job for ``manifest_uris`` (applied in order, in one Spark application)
+        and return their summaries ([] if it wrote none); raises when spark-submit fails."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         binary = spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary"))
         with self.job_inputs() as inputs:
             binary = bound_to_this_process(binary, Path(inputs.py_files).parent)
-            arguments = submit_arguments(manifest_uri, inputs, name, conf, binary)
+            arguments = submit_arguments(manifest_uris, inputs, name, conf, binary)
             self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **arguments)
             self.spark_submit.submit(str(MERGE_JOB))
             summary = Path(inputs.env[SUMMARY_ENV])
-            return MergeSummary.from_json(summary.read_text()) if summary.is_file() else None
+            return MergeSummary.list_from_json(summary.read_text()) if summary.is_file() else []
 
     def kill(self) -> None:
         """Stop a running submit (the task was killed or timed out)."""

@@ -16,7 +16,9 @@ from airflow.sdk import BaseHook
 
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
-from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, PositionRange, already_applied
+from ..contracts import (
+    BinlogPosition, ChangeBatch, Checkpoint, PositionRange, already_applied, checkpoint_after_copies,
+)
 from ..contracts.history import EXTRACTED, BatchRecord
 from ..monitor.heartbeat import write_heartbeat
 from ..monitor.lag import PipelineFigures, pipeline_figures
@@ -68,10 +70,22 @@ def change_status(leader: MySQLSettings, follower: MySQLSettings, pipeline: str)
 
 @dataclass(frozen=True)
 class ExtractResult:
+    """What a run extracted. A run that copies tables has two batches, applied by one merge in
+    this order: the copy, then its catch-up (``catch_up``), the stream that brings every other
+    table from the checkpoint to the copy's end position, so that the run ends with every table
+    at one transaction boundary."""
+
     range: PositionRange
     batch: ChangeBatch | None  # None: the range was empty, nothing was written
     manifest_uri: str | None
     backfill: bool
+    catch_up: ChangeBatch | None = None
+    catch_up_uri: str | None = None
+
+    @property
+    def manifest_uris(self) -> list[str]:
+        """The manifests the merge applies, in order (the extract task's XCom)."""
+        return [uri for uri in (self.manifest_uri, self.catch_up_uri) if uri]
 
     def asset_extra(self) -> dict[str, Any]:
         """JSON-safe facts about the batch for its asset event (no secrets: URIs and positions)."""
@@ -84,6 +98,7 @@ class ExtractResult:
             "row_count": self.batch.row_count,
             "segments": len(self.batch.segments),
             "manifest_uri": self.manifest_uri,
+            "catch_up": self.catch_up.batch_id if self.catch_up is not None else None,
             "backfill": self.backfill,
             "kind": self.kind,
         }
@@ -97,13 +112,13 @@ class ExtractResult:
 
     def record(self, run_id: str, seconds: float) -> BatchRecord:
         """The run's row of the batch history."""
-        batch = self.batch
-        end_time = batch.end_time if batch is not None else None
+        batch, catch_up = self.batch, self.catch_up
+        end_time = (catch_up or batch).end_time if batch is not None else None
         return BatchRecord(
             pipeline=batch.pipeline, run_id=run_id, kind=self.kind, status=EXTRACTED, batch_id=batch.batch_id,
             start_position=str(self.range.start), end_position=str(self.range.end),
             end_time=dt.datetime.fromtimestamp(end_time, dt.timezone.utc).replace(tzinfo=None) if end_time else None,
-            rows_in=batch.row_count, extract_seconds=round(seconds, 3),
+            rows_in=batch.row_count + (catch_up.row_count if catch_up else 0), extract_seconds=round(seconds, 3),
         )
 
 
@@ -180,8 +195,28 @@ class CdcPipelineHook(BaseHook):
         self.follower.start_snapshot(batch)
         self.log.info("pipeline %s: copied %d tables (%d rows) at %s", self.pipeline, len(batch.segments),
                       batch.row_count, batch.start)
-        return ExtractResult(range=batch.range, batch=batch, manifest_uri=self.storage.manifest_uri(batch),
-                             backfill=False)
+        return self._with_catch_up(batch)
+
+    def _with_catch_up(self, copy: ChangeBatch) -> ExtractResult:
+        """The copy, and the stream from where the checkpoint will stand once the copy is applied
+        to the copy's end: every other table (and a copied table past its own position) caught
+        up, so the run ends with every table at ``copy.end``. Without it, the copied tables
+        would stand at the leader's position of the copy and the others at the old checkpoint
+        until the next run: a state the leader never had."""
+        checkpoint = checkpoint_after_copies(copy, self.follower.read_checkpoint(self.pipeline))
+        range_ = PositionRange(checkpoint.position, copy.end)
+        catch_up = None
+        if not range_.empty:
+            self.log.info("pipeline %s: catching up every other table from %s to the copy's %s in this run",
+                          self.pipeline, range_.start, range_.end)
+            positions = self.follower.table_positions(self.pipeline).with_copies(copy)
+            catch_up = self.leader.extract(self.storage.spec(), self.storage.store, self.pipeline, range_,
+                                           self.table_filter, checkpoint.gtid, positions, checkpoint.gtid_set,
+                                           self.extract_options)
+        return ExtractResult(
+            range=range_, batch=copy, manifest_uri=self.storage.manifest_uri(copy), backfill=False,
+            catch_up=catch_up, catch_up_uri=self.storage.manifest_uri(catch_up) if catch_up is not None else None,
+        )
 
     def _finish_snapshot(self, batch_id: str) -> ExtractResult:
         batch = self.storage.read_batch(self.pipeline, batch_id)
@@ -192,8 +227,7 @@ class CdcPipelineHook(BaseHook):
                              self.pipeline, batch_id, copying)
             return self._snapshot([glob.escape(t) for t in copying])
         self.log.info("pipeline %s: finishing the snapshot %s first", self.pipeline, batch_id)
-        return ExtractResult(range=batch.range, batch=batch, manifest_uri=self.storage.manifest_uri(batch),
-                             backfill=False)
+        return self._with_catch_up(batch)
 
     def _checkpoint(self, backfill: PositionRange | None) -> Checkpoint:
         checkpoint = self.follower.read_checkpoint(self.pipeline)

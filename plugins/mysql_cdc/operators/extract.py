@@ -28,7 +28,8 @@ def batches_asset(storage_uri: str, pipeline: str) -> Asset:
 
 class CdcExtractOperator(BaseOperator):
     """Write the batch of [checkpoint, leader position now) — or of the run's ``start``/``end``
-    params — and return its manifest URI (the XCom the merge reads).
+    params — and return its manifest URIs (the XCom the merge reads): one, or for a run that
+    copies tables two, the copy and the catch-up that brings every table to the copy's end.
 
     The first run of a pipeline writes its checkpoint at ``start_position`` first. An empty range
     writes nothing and skips the merge. A backfill never moves the checkpoint, and one that
@@ -68,7 +69,7 @@ class CdcExtractOperator(BaseOperator):
             self.extract_options,
         )
 
-    def execute(self, context: Context) -> str:
+    def execute(self, context: Context) -> list[str]:
         started = time.monotonic()
         try:
             params = context["params"]
@@ -84,4 +85,7 @@ class CdcExtractOperator(BaseOperator):
             context["outlet_events"][asset].extra = result.asset_extra()
         self.log.info("batch %s: %d rows in %d segments -> %s", result.batch.batch_id,
                       result.batch.row_count, len(result.batch.segments), result.manifest_uri)
-        return result.manifest_uri
+        if result.catch_up is not None:
+            self.log.info("catch-up batch %s: %d rows in %d segments -> %s", result.catch_up.batch_id,
+                          result.catch_up.row_count, len(result.catch_up.segments), result.catch_up_uri)
+        return result.manifest_uris

@@ -18,9 +18,10 @@ from . import metrics
 
 
 class CdcMergeOperator(BaseOperator):
-    """``spark-submit --py-files mysql_cdc.zip merge_batch.py --manifest-uri <manifest_uri>``.
+    """``spark-submit --py-files mysql_cdc.zip merge_batch.py --manifest-uri <uri> [--manifest-uri <uri>]``.
 
-    ``manifest_uri`` is usually the extract task's XCom (``extract.output``). A batch the
+    ``manifest_uri``: a manifest URI, or a list applied in order; usually the extract task's XCom
+    (``extract.output``: a copy's run gives the copy and its catch-up). A batch the
     checkpoint already covers is skipped without starting Spark; one that captured nothing only
     moves the checkpoint; anything else is submitted to the Spark connection ``spark_conn_id``
     (client deploy mode) with ``conf`` as its Spark properties. See ``hooks.merge_job``.
@@ -30,7 +31,7 @@ class CdcMergeOperator(BaseOperator):
     template_fields_renderers = {"conf": "json"}
     ui_color = "#e4f0e8"
 
-    def __init__(self, *, manifest_uri: str, storage_uri: str,
+    def __init__(self, *, manifest_uri: str | Sequence[str], storage_uri: str,
                  follower_conn_id: str = FollowerHook.default_conn_name,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  spark_conn_id: str = "spark_default", conf: dict[str, Any] | None = None,
@@ -49,11 +50,12 @@ class CdcMergeOperator(BaseOperator):
     def hook(self) -> MergeJobHook:
         return MergeJobHook(self.follower_conn_id, self.storage_uri, self.aws_conn_id, self.spark_conn_id)
 
-    def execute(self, context: Context) -> dict | None:
-        if not self.manifest_uri or self.manifest_uri == "None":
+    def execute(self, context: Context) -> list[dict] | None:
+        uris = [self.manifest_uri] if isinstance(self.manifest_uri, str) else list(self.manifest_uri or ())
+        if not uris or "None" in uris:
             raise AirflowFailException("no manifest_uri: the extract task returned no batch")
         try:
-            plan = self.hook.plan(self.manifest_uri)
+            plan = self.hook.plan(uris)
         except ReplayError as exc:
             raise AirflowFailException(str(exc)) from None  # retrying cannot fix a gap
         self.log.info(plan.reason)
@@ -64,16 +66,17 @@ class CdcMergeOperator(BaseOperator):
         if plan.action == ADVANCE and self.hook.advance(plan):
             self.hook.record_merged(plan, run_id, 0, time.monotonic() - started)
             self.log.info("checkpoint moved to %s without Spark", plan.batch.end)
-            return
-        summary = self.hook.submit(self.manifest_uri, self.name, self.conf)
-        seconds, net_rows = time.monotonic() - started, summary.net_rows if summary else 0
+            return None
+        summaries = self.hook.submit(plan.manifest_uris, self.name, self.conf)
+        seconds, net_rows = time.monotonic() - started, sum(s.net_rows for s in summaries)
         self.hook.record_merged(plan, run_id, net_rows, seconds)
         metrics.batch_merged(plan.batch.pipeline, net_rows, seconds)
-        if summary is None:
+        if not summaries:
             return None
-        for line in summary.describe():  # last in the log, under Spark's lines: what the run did
-            self.log.info("%s", line)
-        return json.loads(summary.to_json())  # the XCom: the batch's figures (no secrets in them)
+        for summary in summaries:  # last in the log, under Spark's lines: what the run did
+            for line in summary.describe():
+                self.log.info("%s", line)
+        return [json.loads(s.to_json()) for s in summaries]  # the XCom: the batches' figures (no secrets)
 
     def on_kill(self) -> None:
         self.hook.kill()

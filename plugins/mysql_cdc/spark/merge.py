@@ -39,7 +39,7 @@ from ..apply.staging import (
 )
 from ..contracts import (
     SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges,
-    TablePositions, plan_replay, same_leader, table_position,
+    TablePositions, checkpoint_after_copies, plan_replay, table_position,
 )
 from ..settings import JobSecrets
 from ..storage import ObjectStore, StorageSpec, read_manifest
@@ -231,14 +231,11 @@ def caught_up_rows(ctx: _Context, segment: SnapshotSegment) -> tuple[DataFrame |
 
 def _snapshot_done(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoint) -> Checkpoint | None:
     """The pipeline's checkpoint once this copy is applied, if it moves it: the copy of the last
-    table of a full snapshot does (every table is then copied: the stream goes on from where the
-    copy was planned; on a new leader, whatever the old checkpoint said, its positions being
-    another server's)."""
-    last = segment.index == len(ctx.batch.segments) - 1
-    if segment.full and last and (checkpoint.position < ctx.batch.start or not same_leader(checkpoint, ctx.batch)):
-        return Checkpoint(ctx.batch.pipeline, ctx.batch.start, None, ctx.batch.batch_id,
-                          gtid_set=ctx.batch.start_gtid_set, leader_id=ctx.batch.leader_id)
-    return None
+    table of a full snapshot may (``contracts.checkpoint_after_copies``)."""
+    if segment.index != len(ctx.batch.segments) - 1:
+        return None
+    after = checkpoint_after_copies(ctx.batch, checkpoint)
+    return None if after is checkpoint else after
 
 
 def _swap_started(ctx: _Context, segment: SnapshotSegment) -> bool:
@@ -369,6 +366,21 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> M
     summary.seconds = round(time.monotonic() - started, 3)
     log.info("batch %s applied: checkpoint now %s (%.1f s)", batch.batch_id, checkpoint.position, summary.seconds)
     return summary
+
+
+def run_merges(spark: SparkProvider, manifest_uris: list[str], secrets: JobSecrets) -> list[MergeSummary]:
+    """Apply the batches in order, in one Spark application: a copy's run gives the copy and its
+    catch-up, so that the run ends with every table at one position. Each batch is its own
+    exactly-once unit: a retry after a crash between them finds the copy applied (a no-op) and
+    applies the catch-up."""
+    summaries = []
+    for i, manifest_uri in enumerate(manifest_uris):
+        if i:
+            crash_point("between_batches")
+        summary = run_merge(spark, manifest_uri, secrets)
+        log.info("merge summary %s", summary.to_json())
+        summaries.append(summary)
+    return summaries
 
 
 def one_line(exc: BaseException) -> str:
