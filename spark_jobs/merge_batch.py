@@ -22,7 +22,8 @@ import warnings
 from typing import Sequence
 
 from mysql_cdc.apply.errors import MergeError
-from mysql_cdc.apply.report import SUMMARY_ENV, MergeSummary
+from mysql_cdc.apply.report import SUMMARY_ENV, JobOutcome
+from mysql_cdc.failures import is_permanent
 from mysql_cdc.settings import JobSecrets
 from mysql_cdc.spark.merge import one_line, run_merges
 from mysql_cdc.spark.session import PANDAS_WARNING, LazySession
@@ -48,17 +49,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO is one line per Spark call
     warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
     spark = LazySession()
+    outcome = JobOutcome()
     try:
-        summaries = run_merges(spark, args.manifest_uris, JobSecrets.from_env())
-        if os.environ.get(SUMMARY_ENV):  # the merge task reads them back for its log and XCom
-            Path(os.environ[SUMMARY_ENV]).write_text(MergeSummary.list_to_json(summaries))
+        run_merges(spark, args.manifest_uris, JobSecrets.from_env(), outcome.summaries)
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure becomes the one-line error below
         if not isinstance(exc, (MergeError, ValueError)):
             log.error("merge failed", exc_info=True)  # unexpected: keep the traceback above the line
-        print(f"merge_batch: error: {one_line(exc)}", file=sys.stderr)
+        outcome.error, outcome.permanent = one_line(exc), is_permanent(exc)
+        print(f"merge_batch: error: {outcome.error}", file=sys.stderr)
         return 1
     finally:
+        if os.environ.get(SUMMARY_ENV):  # the merge task reads it back for its log, XCom and error
+            Path(os.environ[SUMMARY_ENV]).write_text(outcome.to_json())
         spark.stop()
 
 

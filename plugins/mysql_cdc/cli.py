@@ -1,17 +1,22 @@
-"""Run capture by hand, without Airflow.
+"""Run capture by hand, without Airflow; and read a pipeline's lag where Airflow runs.
 
     PYTHONPATH=plugins python -m mysql_cdc.cli position --host 127.0.0.1 --port 3306 --user cdc
     PYTHONPATH=plugins python -m mysql_cdc.cli extract --host … --user cdc --pipeline shop \
         --storage-uri file:///data/cdc --start binlog.000003:4 --end binlog.000003:1146 --include 'shop.*'
     PYTHONPATH=plugins python -m mysql_cdc.cli batches --storage-uri file:///data/cdc --pipeline shop
+    PYTHONPATH=plugins python -m mysql_cdc.cli lag [--pipeline shop] [--json]
 
 Passwords are read from the environment (MYSQL_CDC_LEADER_PASSWORD; AWS_* for s3:// through
-boto3's usual chain, AWS_ENDPOINT_URL for MinIO), never from argv.
+boto3's usual chain, AWS_ENDPOINT_URL for MinIO), never from argv. ``lag`` reads the pipelines
+file (``$CDC_PIPELINES_FILE``, else the DAGs folder's ``pipelines.yaml``) and the pipelines'
+Airflow connections, like the CDC page: run it where Airflow runs (its connections and
+``AIRFLOW_CONN_*`` variables); it prints the figures of ``GET /cdc/api/pipelines``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -58,6 +63,55 @@ def _batches(args) -> int:
     return 0
 
 
+LAG_COLUMNS = ("pipeline", "checkpoint", "leader", "bytes behind", "seconds behind", "last batch", "verification")
+
+
+def lag_rows(views: list[dict]) -> list[tuple[str, ...]]:
+    """One row per pipeline of ``/cdc/api/pipelines``' JSON: what a person reads first."""
+    def last_batch(b: dict | None) -> str:
+        if b is None:
+            return "none yet"
+        tries = f", {len(b['failed_tries'])} failed tr{'y' if len(b['failed_tries']) == 1 else 'ies'}" \
+            if b.get("failed_tries") else ""
+        return f"{b['kind']} {b['status']} ({b['rows_in']:,} rows{tries})"
+
+    def verification(v: dict | None) -> str:
+        return "not verified" if v is None else f"{v['status']} at {(v['finished_at'] or '?')[:19]}"
+
+    rows = []
+    for view in views:
+        if view.get("error"):
+            rows.append((view["name"], "?", "?", "?", "?", f"error: {view['error']}", ""))
+            continue
+        seconds = view["seconds_behind"]
+        rows.append((view["name"], view["checkpoint_position"] or "none yet", view["leader_position"] or "?",
+                     "?" if view["bytes_behind"] is None else f"{view['bytes_behind']:,}",
+                     "?" if seconds is None else f"{seconds:,.1f}", last_batch(view["last_batch"]),
+                     verification(view["verification"])))
+    return rows
+
+
+def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    line = lambda row: "  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
+
+
+def _lag(args) -> int:
+    # the same code as the CDC page and GET /cdc/api/pipelines: the same figures
+    from .ui.data import configured_pipelines, read_pipeline
+
+    configs = [c for c in configured_pipelines() if args.pipeline in (None, c.name)]
+    if not configs:
+        raise ValueError(f"no pipeline named {args.pipeline!r} in the pipelines file")
+    views = [read_pipeline(c).to_json() for c in configs]
+    if args.json:
+        print(json.dumps(views if args.pipeline is None else views[0], indent=2, sort_keys=True))
+    else:
+        print(format_table(LAG_COLUMNS, lag_rows(views)))
+    return 1 if any(v.get("error") for v in views) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mysql_cdc.cli", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -83,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pipeline", required=True)
     p.add_argument("--storage-uri", required=True)
     p.set_defaults(run=_batches)
+    p = sub.add_parser("lag", help="how far behind each pipeline is (the figures of GET /cdc/api/pipelines)")
+    p.add_argument("--pipeline", help="one pipeline of the pipelines file (default: all)")
+    p.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
+    p.set_defaults(run=_lag)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -13,7 +13,12 @@ class CheckpointError(MergeError):
 
 
 class FollowerSchemaError(MergeError):
-    """A follower table is missing or its columns differ from the batch's."""
+    """A follower table is missing or its columns differ from the batch's. ``problem``: what is
+    wrong, without the advice of the message (a snapshot, which fixes it itself, says that)."""
+
+    def __init__(self, message: str, problem: str | None = None):
+        super().__init__(message)
+        self.problem = problem or message
 
 
 class FollowerDivergedError(MergeError):

@@ -195,8 +195,7 @@ class Follower:
             raise FollowerSchemaError(
                 f"follower table {name} does not exist: copy it from the leader with a resnapshot run of the "
                 f"pipeline's DAG (trigger it with conf {{\"resnapshot\": [\"{changes.database}.{changes.table}\"]}}); "
-                "the other tables keep streaming"
-            )
+                "the other tables keep streaming", problem="the follower has no such table")
         clash = sorted(c.name for c in changes.columns if c.name.lower().startswith(RESERVED_PREFIX))
         if clash:
             raise FollowerSchemaError(
@@ -225,8 +224,7 @@ class Follower:
                 f"the columns of {name} in batch differ from the follower table ({'; '.join(problems)}): "
                 "the follower's schema drifted from the leader's; re-copy the table with a resnapshot run "
                 f"(conf {{\"resnapshot\": [\"{changes.database}.{changes.table}\"]}}), which recreates it from the "
-                "leader's definition"
-            )
+                "leader's definition", problem=f"the follower's columns differ from the leader's ({'; '.join(problems)})")
         return tuple(by_name[c.name.lower()] for c in changes.columns)
 
     def database_exists(self, database: str) -> bool:
@@ -275,8 +273,9 @@ class Follower:
                 cur.execute(re.sub(r"^CREATE DATABASE ", "CREATE DATABASE IF NOT EXISTS ", segment.create_database))
         try:
             return self.check_table(segment.as_table_changes())
-        except FollowerSchemaError as exc:
-            log.info("snapshot of %s: (re)creating the follower table (%s)", segment.qualified_name, exc)
+        except FollowerSchemaError as exc:  # this copy is the repair: say what it repairs, not how
+            log.info("snapshot of %s: %s: creating it from the leader's definition", segment.qualified_name,
+                     exc.problem)
         conn = connect(self.settings, database=segment.database)
         try:
             with conn.cursor() as cur:

@@ -1,9 +1,10 @@
 """What a merge did, per table: the job's summary, and the lines a user reads in the task log.
 
-The merge job writes the summary as JSON (to the file ``MYSQL_CDC_SUMMARY_FILE`` names, and as its
-last log line); the merge task reads it back and logs ``describe()`` at the end of its log, under
-Spark's own lines, where a user looks after a run. Plain Python: the Airflow side imports it
-without Spark.
+The merge job writes its outcome as JSON (``JobOutcome``: the summary of each batch it applied and,
+when it failed, its error and whether a retry can fix it) to the file ``MYSQL_CDC_SUMMARY_FILE``
+names, and each summary as a log line; the merge task reads it back, logs ``describe()`` at the end
+of its log, under Spark's own lines, where a user looks after a run, and fails with the job's own
+cause first. Plain Python: the Airflow side imports it without Spark.
 """
 
 from __future__ import annotations
@@ -87,15 +88,6 @@ class MergeSummary:
         tables = [TableReport(**{k: v for k, v in t.items() if k in known}) for t in body.pop("tables")]
         return cls(**body, tables=tables)
 
-    @classmethod
-    def list_from_json(cls, text: str) -> list["MergeSummary"]:
-        """The summaries a job run wrote, one per batch it applied (``list_to_json``)."""
-        return [cls.from_json(json.dumps(body)) for body in json.loads(text)]
-
-    @staticmethod
-    def list_to_json(summaries: list["MergeSummary"]) -> str:
-        return json.dumps([json.loads(s.to_json()) for s in summaries], sort_keys=True)
-
     def describe(self) -> list[str]:
         """The summary as a user reads it: the batch, then one line per table."""
         if self.noop:
@@ -104,3 +96,24 @@ class MergeSummary:
         lines = [f"batch {self.batch_id}: {rows:,} rows in {len(self.tables)} table(s), {self.segments_applied} "
                  f"segment(s) applied in {self.seconds:.1f} s; checkpoint now {self.checkpoint}"]
         return lines + [f"  {t.describe()}" for t in self.tables]
+
+
+@dataclass
+class JobOutcome:
+    """What one run of the merge job did: the summaries of the batches it applied, in order, and
+    its error when it failed (``permanent``: no retry can fix it, ``mysql_cdc.failures``)."""
+
+    summaries: list[MergeSummary] = field(default_factory=list)
+    error: str | None = None
+    permanent: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps({"summaries": [json.loads(s.to_json()) for s in self.summaries], "error": self.error,
+                           "permanent": self.permanent}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobOutcome":
+        body = json.loads(text)
+        return cls([MergeSummary.from_json(json.dumps(s)) for s in body["summaries"]], body.get("error"),
+                   bool(body.get("permanent")))
+

@@ -28,15 +28,32 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..contracts import ChangeBatch, Checkpoint, already_applied, plan_replay
 from ..packaging import MERGE_JOB, build_py_files, driver_java_options
-from ..apply.report import SUMMARY_ENV, MergeSummary
+from ..apply.report import SUMMARY_ENV, JobOutcome, MergeSummary
 from ..settings import SECRETS_ENV, JobSecrets
 from .connections import required_connection
 from .follower import FollowerHook
 from .storage import BatchStorageHook
+
+class MergeJobError(AirflowException):
+    """The merge job failed. The message starts with the job's own cause (its one-line error),
+    then spark-submit's report (the command, secrets masked, and exit code); ``permanent``: the
+    job's verdict on whether a retry can fix it (``mysql_cdc.failures``)."""
+
+    def __init__(self, message: str, permanent: bool):
+        super().__init__(message)
+        self.permanent = permanent
+
+    @classmethod
+    def of(cls, outcome: JobOutcome | None, submit_error: BaseException) -> "MergeJobError":
+        if outcome is None or outcome.error is None:  # the job died before it could say (killed, OOM)
+            return cls(f"the merge job ended without an error of its own (killed, out of memory, or "
+                       f"Spark could not start; its log is above): {submit_error}", permanent=False)
+        return cls(f"{outcome.error} [{submit_error}]", permanent=outcome.permanent)
+
 
 SUBMIT = "submit"
 SKIP = "skip"
@@ -194,7 +211,8 @@ class MergeJobHook(BaseHook):
 
     def submit(self, manifest_uris: Sequence[str], name: str, conf: Mapping[str, Any]) -> list[MergeSummary]:
         """Run the merge job for ``manifest_uris`` (applied in order, in one Spark application)
-        and return their summaries ([] if it wrote none); raises when spark-submit fails."""
+        and return their summaries; raises ``MergeJobError`` with the job's own cause first when
+        it fails."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         binary = spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary"))
@@ -202,9 +220,13 @@ class MergeJobHook(BaseHook):
             binary = bound_to_this_process(binary, Path(inputs.py_files).parent)
             arguments = submit_arguments(manifest_uris, inputs, name, conf, binary)
             self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **arguments)
-            self.spark_submit.submit(str(MERGE_JOB))
-            summary = Path(inputs.env[SUMMARY_ENV])
-            return MergeSummary.list_from_json(summary.read_text()) if summary.is_file() else []
+            outcome_file = Path(inputs.env[SUMMARY_ENV])
+            try:
+                self.spark_submit.submit(str(MERGE_JOB))
+            except Exception as exc:
+                outcome = JobOutcome.from_json(outcome_file.read_text()) if outcome_file.is_file() else None
+                raise MergeJobError.of(outcome, exc) from None
+            return JobOutcome.from_json(outcome_file.read_text()).summaries if outcome_file.is_file() else []
 
     def kill(self) -> None:
         """Stop a running submit (the task was killed or timed out)."""

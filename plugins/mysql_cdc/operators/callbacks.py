@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import logging
 
+from airflow.sdk.exceptions import AirflowException
+
 from ..contracts.history import FailedTry
+from ..failures import describe
 from ..hooks.follower import FollowerHook
 from . import metrics
 
@@ -22,8 +25,10 @@ def failure_text(task_id: str, error: BaseException | str | None) -> str:
     """One line a person reads first: the task, then the cause (the exception's own message)."""
     if error is None:
         return f"{task_id}: {_NO_EXCEPTION}"
+    if isinstance(error, AirflowException):  # ours, and the fail-fast ones: their words say it all
+        return f"{task_id}: {error}"
     if isinstance(error, BaseException):
-        return f"{task_id}: {type(error).__name__}: {error}"
+        return f"{task_id}: {type(error).__name__}: {describe(error)}"
     return f"{task_id}: {error}"
 
 

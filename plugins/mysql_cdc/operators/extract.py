@@ -7,19 +7,18 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from airflow.sdk import Asset, BaseOperator, Context
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowSkipException
 
-from ..backfill import BackfillParamError, backfill_range, resnapshot_tables
+from ..backfill import backfill_range, resnapshot_tables
 from ..capture.filters import TableFilter
 from ..hooks.follower import FollowerHook
 from ..hooks.leader import LeaderHook
-from ..capture.snapshot import SnapshotError
-from ..contracts import ReplayError
 from ..hooks.pipeline import CdcPipelineHook
 from ..hooks.storage import BatchStorageHook
 from ..settings import ExtractOptions, SnapshotOptions
 from ..storage import batches_uri
 from . import metrics
+from .retries import fail_fast_when_permanent
 
 
 def batches_asset(storage_uri: str, pipeline: str) -> Asset:
@@ -71,11 +70,9 @@ class CdcExtractOperator(BaseOperator):
 
     def execute(self, context: Context) -> list[str]:
         started = time.monotonic()
-        try:
+        with fail_fast_when_permanent():  # a bad range, a gap, binlog settings: no retry fixes them
             params = context["params"]
             result = self.hook.extract(backfill_range(params), resnapshot_tables(params))
-        except (BackfillParamError, ReplayError, SnapshotError) as exc:
-            raise AirflowFailException(str(exc)) from None  # retrying cannot fix a bad range
         if result.batch is None:
             raise AirflowSkipException(f"nothing to extract: {result.range} is empty")
         seconds = time.monotonic() - started

@@ -10,11 +10,11 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from ..contracts import ReplayError
 from ..hooks.follower import FollowerHook
 from ..hooks.merge_job import ADVANCE, SKIP, MergeJobHook
 from ..hooks.storage import BatchStorageHook
 from . import metrics
+from .retries import fail_fast_when_permanent
 
 
 class CdcMergeOperator(BaseOperator):
@@ -54,10 +54,8 @@ class CdcMergeOperator(BaseOperator):
         uris = [self.manifest_uri] if isinstance(self.manifest_uri, str) else list(self.manifest_uri or ())
         if not uris or "None" in uris:
             raise AirflowFailException("no manifest_uri: the extract task returned no batch")
-        try:
+        with fail_fast_when_permanent():  # a gap, another leader's batch: no retry fixes them
             plan = self.hook.plan(uris)
-        except ReplayError as exc:
-            raise AirflowFailException(str(exc)) from None  # retrying cannot fix a gap
         self.log.info(plan.reason)
         started, run_id = time.monotonic(), context["run_id"]
         if plan.action == SKIP:
@@ -67,7 +65,8 @@ class CdcMergeOperator(BaseOperator):
             self.hook.record_merged(plan, run_id, 0, time.monotonic() - started)
             self.log.info("checkpoint moved to %s without Spark", plan.batch.end)
             return None
-        summaries = self.hook.submit(plan.manifest_uris, self.name, self.conf)
+        with fail_fast_when_permanent():  # the job says whether its error is (MergeJobError.permanent)
+            summaries = self.hook.submit(plan.manifest_uris, self.name, self.conf)
         seconds, net_rows = time.monotonic() - started, sum(s.net_rows for s in summaries)
         self.hook.record_merged(plan, run_id, net_rows, seconds)
         metrics.batch_merged(plan.batch.pipeline, net_rows, seconds)

@@ -28,6 +28,7 @@ from typing import Callable, Union
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..failures import describe, server_error_code
 from ..faults import crash_point
 from ..contracts import change_row as cr
 from ..apply.follower import Follower, FollowerColumn, StagedTable
@@ -368,12 +369,12 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> M
     return summary
 
 
-def run_merges(spark: SparkProvider, manifest_uris: list[str], secrets: JobSecrets) -> list[MergeSummary]:
-    """Apply the batches in order, in one Spark application: a copy's run gives the copy and its
-    catch-up, so that the run ends with every table at one position. Each batch is its own
-    exactly-once unit: a retry after a crash between them finds the copy applied (a no-op) and
-    applies the catch-up."""
-    summaries = []
+def run_merges(spark: SparkProvider, manifest_uris: list[str], secrets: JobSecrets,
+               summaries: list[MergeSummary]) -> list[MergeSummary]:
+    """Apply the batches in order, in one Spark application, appending each one's summary to
+    ``summaries`` as it is applied: a copy's run gives the copy and its catch-up, so that the run
+    ends with every table at one position. Each batch is its own exactly-once unit: a retry after
+    a crash between them finds the copy applied (a no-op) and applies the catch-up."""
     for i, manifest_uri in enumerate(manifest_uris):
         if i:
             crash_point("between_batches")
@@ -386,6 +387,8 @@ def run_merges(spark: SparkProvider, manifest_uris: list[str], secrets: JobSecre
 def one_line(exc: BaseException) -> str:
     """The error as one line. A failure inside an executor arrives wrapped in Spark's report
     with the worker's traceback; its last ``SomeError: message`` line is the real error."""
+    if server_error_code(exc) is not None:  # a follower's refusal: its words and its number
+        return describe(exc)
     text = str(exc).strip() or type(exc).__name__
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if len(lines) > 1:

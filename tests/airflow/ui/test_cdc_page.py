@@ -107,6 +107,39 @@ def test_the_api_answers_from_the_servers(api_server, shown):
     assert pipeline["seconds_behind"] is not None and pipeline["seconds_behind"] >= 0
 
 
+def test_the_cli_lag_gives_the_apis_figures(api_server, shown):
+    """``python -m mysql_cdc.cli lag``, run as a person runs it where Airflow runs (its connections
+    in the environment): the same figures as the API, as JSON and as a table."""
+    import json
+    import subprocess
+    import sys
+
+    plugins = Path(__file__).resolve().parents[3] / "plugins"
+    env = {**os.environ, "PYTHONPATH": str(plugins)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "mysql_cdc.cli", "lag", *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    (api,) = api_server.get("/cdc/api/pipelines", api_server.token())[1]
+    as_json = cli("--pipeline", PIPELINE, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    mine = json.loads(as_json.stdout)
+    for body in (mine, api):  # the one figure that moves with the clock
+        body.pop("seconds_behind")
+    assert mine == api
+
+    table = cli()
+    assert table.returncode == 0, table.stderr
+    header, rule, row = table.stdout.splitlines()
+    assert header.split()[:3] == ["pipeline", "checkpoint", "leader"] and set(rule) <= {"-", " "}
+    assert row.startswith(PIPELINE) and api["checkpoint_position"] in row and api["leader_position"] in row
+    assert f"{api['bytes_behind']:,}" in row and "stream merged (5 rows)" in row and "ok at" in row
+
+    unknown = cli("--pipeline", "no_such_pipeline")
+    assert unknown.returncode == 2 and "no pipeline named 'no_such_pipeline'" in unknown.stderr
+
+
 def test_the_page_shows_the_pipeline_and_re_snapshots_chosen_tables(logged_in_page, api_server, shown,
                                                                       tmp_path_factory):
     page = logged_in_page
