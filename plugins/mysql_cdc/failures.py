@@ -43,6 +43,7 @@ TRANSIENT_SERVER_ERRORS = frozenset({
 def _permanent_types() -> tuple[type, ...]:
     # imported here: this module is imported by the merge job and the operators, and these
     # modules import heavier things (pyarrow, mysql-replication) the classifier itself never needs
+    from .apply.dialect import DialectError
     from .apply.errors import FollowerDivergedError, FollowerSchemaError
     from .backfill import BackfillParamError
     from .capture.compressed import CompressedEventError
@@ -59,7 +60,8 @@ def _permanent_types() -> tuple[type, ...]:
 
     return (ReplayError, BackfillParamError, PipelineConfigError, PreflightError, SnapshotError, CaptureError,
             UnknownEventError, CompressedEventError, UnparseableDdl, UnsupportedColumnType, InvalidPosition,
-            ManifestError, GtidSetError, SecretsError, StorageError, FollowerSchemaError, FollowerDivergedError)
+            ManifestError, GtidSetError, SecretsError, StorageError, FollowerSchemaError, FollowerDivergedError,
+            DialectError)
 
 
 def server_error_code(exc: BaseException) -> int | None:

@@ -54,13 +54,17 @@ def spark():
 @pytest.fixture
 def make_pipeline(request, tmp_path, unique_name):
     """make_pipeline(s3_bucket=None, flavor="mariadb") -> a started Pipeline named after this test's
-    unique name, between the session's MariaDB (or, with flavor "mysql", MySQL) leader and follower."""
+    unique name, between the session's MariaDB (or, with flavor "mysql", MySQL) leader and follower;
+    ``follower_flavor`` gives the follower another flavor than the leader's."""
 
-    def make(s3_bucket: dict | None = None, flavor: str = "mariadb", start: bool = True) -> Pipeline:
-        prefix = "" if flavor == "mariadb" else "mysql_"
-        leader, follower, leader_user, follower_user = (
-            request.getfixturevalue(prefix + name) for name in ("leader", "follower", "leader_user", "follower_user")
-        )
+    def make(s3_bucket: dict | None = None, flavor: str = "mariadb", start: bool = True,
+             follower_flavor: str | None = None) -> Pipeline:
+        def server(role: str, kind: str):
+            prefix = "" if kind == "mariadb" else "mysql_"
+            return request.getfixturevalue(prefix + role), request.getfixturevalue(f"{prefix}{role}_user")
+
+        (leader, leader_user), (follower, follower_user) = server("leader", flavor), server(
+            "follower", follower_flavor or flavor)
         storage = StorageSpec(f"file://{tmp_path}/store")
         if s3_bucket:
             storage = StorageSpec(f"s3://{s3_bucket['bucket']}/cdc", {

@@ -35,6 +35,7 @@ from ..settings import MySQLSettings
 from ..storage import ObjectStore
 from .connection import connect
 from .encoding import quote_ident
+from .dialect import DdlTranslator, flavor_of
 from .errors import CheckpointError, FollowerDivergedError, FollowerSchemaError, MergeError
 from ..faults import crash_point
 from .staging import COUNT, RESERVED_PREFIX, ROW, LoadWarningsError, check_load_warnings, load_data, qualified_staging
@@ -117,10 +118,20 @@ class StagedTable:
 
 
 class Follower:
-    def __init__(self, settings: MySQLSettings):
+    def __init__(self, settings: MySQLSettings, leader_flavor: str | None = None):
         self.settings = settings
         # LOAD DATA LOCAL INFILE writes the batch's rows inside the segment transaction
         self.conn = connect(settings, local_infile=True)
+        self.flavor = flavor_of(self._rows("SELECT VERSION()")[0][0])
+        # the leader's DDL in this server's dialect (a MySQL leader and a MariaDB follower, or the
+        # reverse); set for each batch from its server_flavor (``for_leader``)
+        self.dialect = DdlTranslator(leader_flavor or self.flavor, self.flavor)
+
+    def for_leader(self, leader_flavor: str) -> "Follower":
+        """Run the DDL of a batch read from a ``leader_flavor`` server (``apply.dialect``)."""
+        if leader_flavor != self.dialect.leader:
+            self.dialect = DdlTranslator(leader_flavor, self.flavor)
+        return self
 
     def close(self) -> None:
         self.conn.close()
@@ -270,7 +281,8 @@ class Follower:
         table's position still says its copy is unfinished.)"""
         if not self.database_exists(segment.database):
             with self.conn.cursor() as cur:
-                cur.execute(re.sub(r"^CREATE DATABASE ", "CREATE DATABASE IF NOT EXISTS ", segment.create_database))
+                cur.execute(self.dialect(re.sub(r"^CREATE DATABASE ", "CREATE DATABASE IF NOT EXISTS ",
+                                                segment.create_database)))
         try:
             return self.check_table(segment.as_table_changes())
         except FollowerSchemaError as exc:  # this copy is the repair: say what it repairs, not how
@@ -280,7 +292,7 @@ class Follower:
         try:
             with conn.cursor() as cur:
                 cur.execute(f"DROP TABLE IF EXISTS {qualified(segment.database, segment.table)}")
-                cur.execute(segment.create_table)
+                cur.execute(self.dialect(segment.create_table))
         finally:
             conn.close()
         return self.check_table(segment.as_table_changes())
@@ -416,10 +428,11 @@ class Follower:
         """The DDL on its own connection, in the leader session's default schema when the follower
         has it (``CREATE DATABASE d`` is logged with default schema d, which does not exist yet)."""
         schema = segment.schema if segment.schema and self.database_exists(segment.schema) else None
+        statement = self.dialect(segment.statement)  # refuses, before it runs, what has no equivalent
         conn = connect(self.settings, database=schema)
         try:
             with conn.cursor() as cur:
-                cur.execute(segment.statement)
+                cur.execute(statement)
         except pymysql.MySQLError as exc:
             raise MergeError(
                 f"replaying the DDL at {segment.start} on the follower failed: {exc.args[-1]} "

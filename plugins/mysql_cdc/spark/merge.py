@@ -341,7 +341,7 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> M
     get_spark = (lambda: spark) if isinstance(spark, SparkSession) else spark
     store = secrets.storage.open()
     batch = read_manifest(store, manifest_uri)
-    with Follower(secrets.follower) as follower:
+    with Follower(secrets.follower, batch.server_flavor) as follower:
         checkpoint = follower.checkpoint(batch.pipeline)
         positions = follower.table_positions(batch.pipeline)
         plan = plan_replay(batch, checkpoint, positions)
