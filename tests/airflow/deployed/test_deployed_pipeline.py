@@ -6,7 +6,7 @@ process killed during a merge, the scheduler killed during a merge. After each, 
 equals the leader once the next run has applied the leader's last position.
 
 Its own MariaDB leader and follower and its own SQLite metadata database: the scheduled runs of
-this module never touch the other tests' servers. It costs about 8 minutes of the suite (most of it
+this module never touch the other tests' servers. It costs about 6½ minutes of the suite (most of it
 waiting for the minute schedule); `make test` runs it.
 """
 

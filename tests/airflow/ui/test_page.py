@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from mysql_cdc.contracts import BinlogPosition, Checkpoint
-from mysql_cdc.contracts.history import BatchRecord
+from mysql_cdc.contracts.history import BatchRecord, FailedTry
 from mysql_cdc.monitor.lag import PipelineFigures
 from mysql_cdc.pipeline_config import PipelineConfig
 from mysql_cdc.ui.data import PipelineView
@@ -49,6 +49,21 @@ def test_what_the_servers_say_is_escaped():
     assert 'data-figure="bytes_behind"><div class="value">896<' in html
     assert "checkpoint (GTID set 0-1-41)" in html  # the last applied position and GTID set
     assert 'href="../dags/shop/runs/run%3C1%3E"' in html
+
+
+def test_every_failed_try_is_shown_under_its_run_cause_first():
+    tries = (FailedTry("shop", "r1", "merge_batch", 1, "merge_batch: the merge job ended without an error of its own"),
+             FailedTry("shop", "r1", "merge_batch", 2, "merge_batch: Lost connection <x> (MySQL error 2013)"))
+    figures = PipelineFigures(
+        name="shop", checkpoint=None, leader_position=BinlogPosition.parse("binlog.000001:900"), bytes_behind=None,
+        seconds_behind=None, last_applied_time=None,
+        history=(record("r1", "merged", T0, T0, failed_tries=tries),), verification=None)
+    html = render_page([PipelineView(CONFIG, figures)])
+    assert ('<div class="failed-try">merge_batch try 1 failed: the merge job ended without an error of its own'
+            '</div>') in html
+    assert "merge_batch try 2 failed: Lost connection &lt;x&gt; (MySQL error 2013)" in html
+    body = figures.to_json()["last_batch"]
+    assert [(t["try_number"], t["error"]) for t in body["failed_tries"]] == [(1, tries[0].error), (2, tries[1].error)]
 
 
 def test_a_broken_pipelines_file_is_answered_with_its_own_message(monkeypatch, tmp_path):
