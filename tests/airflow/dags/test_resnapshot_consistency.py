@@ -50,6 +50,7 @@ class TickWriter:
 
     def _tick(self, conn) -> None:
         k = self.ticks + 1
+        conn.begin()  # one transaction per tick (the servers' connect() is autocommit)
         with conn.cursor() as cur:
             cur.execute("INSERT INTO ledger (tick, amount) VALUES (%s, %s)", (k, k * 1.5))
             cur.execute("INSERT INTO audit VALUES (%s, 'tick')", (k,))

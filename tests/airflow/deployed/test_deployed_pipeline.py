@@ -67,6 +67,7 @@ class LeaderWriter:
             with conn.cursor() as cur:
                 while not self._stop.is_set():
                     key = rnd.randint(1, 3000)
+                    conn.begin()  # one transaction (the servers' connect() is autocommit)
                     cur.execute("INSERT INTO orders (customer, amount) VALUES (%s, %s)", (key % 97, key / 7))
                     cur.execute("UPDATE orders SET amount = amount + 1 WHERE id = %s", (key,))
                     if key % 5 == 0:
