@@ -38,6 +38,7 @@ from .connections import required_connection
 from .follower import FollowerHook
 from .storage import BatchStorageHook
 
+
 class MergeJobError(AirflowException):
     """The merge job failed. The message starts with the job's own cause (its one-line error),
     then spark-submit's report (the command, secrets masked, and exit code); ``permanent``: the
