@@ -6,8 +6,8 @@ they differ in a few names, never in data:
 
 | leader says | MariaDB follower runs | MySQL follower runs |
 |---|---|---|
-| ``utf8mb4_0900_ai_ci`` (``_as_ci``, ``_as_cs``) | ``utf8mb4_uca1400_ai_ci`` (same suffix) | |
-| ``utf8mb4_<language>_0900_<suffix>`` | ``utf8mb4_uca1400_<suffix>`` (the language's tailoring dropped) | |
+| ``utf8mb4_0900_ai_ci`` (``_as_ci``, ``_as_cs``) | ``utf8mb4_uca1400_nopad_ai_ci`` (same suffix; NO PAD like 0900) | |
+| ``utf8mb4_<language>_0900_<suffix>`` | ``utf8mb4_uca1400_nopad_<suffix>`` (the language's tailoring dropped) | |
 | ``utf8mb4_0900_bin`` | ``utf8mb4_bin`` | |
 | ``utf8mb4_uca1400_<...>_<suffix>`` | | ``utf8mb4_0900_<suffix>`` |
 | ``utf8mb3_uca1400_<...>`` | | ``utf8mb3_unicode_520_ci`` |
@@ -52,8 +52,10 @@ def _rule(pattern: str, replacement: str, why: str) -> _Rule:
 
 _TO_MARIADB = (
     _rule(r"\b(utf8mb4)_0900_bin\b", r"\1_bin", "MariaDB has no 0900 collations"),
-    _rule(r"\b(utf8mb4)_(?:[a-z]{2,3}(?:_[a-z]{2,4})?_)?0900_(ai|as)_(ci|cs)\b", r"\1_uca1400_\2_\3",
-          "MariaDB's UCA 14.0 collation is the nearest to MySQL's UCA 9.0"),
+    # MySQL's 0900 collations are NO PAD ('a' and 'a ' differ): so are the nopad ones; a PAD SPACE
+    # collation would make a unique key of the follower refuse rows the leader holds
+    _rule(r"\b(utf8mb4)_(?:[a-z]{2,3}(?:_[a-z]{2,4})?_)?0900_(ai|as)_(ci|cs)\b", r"\1_uca1400_nopad_\2_\3",
+          "MariaDB's NO PAD UCA 14.0 collation is the nearest to MySQL's UCA 9.0"),
     _rule(r"/\*!8\d{4}\s+(INVISIBLE)\s*\*/", r"\1", "MariaDB marks invisible columns without a versioned comment"),
     # MariaDB runs /*!NNNNN ... */ when NNNNN is at most its own version (10.x: 10xxxx), so MySQL
     # 8.0+'s versioned comments would run there, and name options it does not have
