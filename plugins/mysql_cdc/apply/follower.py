@@ -124,14 +124,8 @@ class Follower:
         self.conn = connect(settings, local_infile=True)
         self.flavor = flavor_of(self._rows("SELECT VERSION()")[0][0])
         # the leader's DDL in this server's dialect (a MySQL leader and a MariaDB follower, or the
-        # reverse); set for each batch from its server_flavor (``for_leader``)
+        # reverse): ``leader_flavor`` is the batch's server_flavor
         self.dialect = DdlTranslator(leader_flavor or self.flavor, self.flavor)
-
-    def for_leader(self, leader_flavor: str) -> "Follower":
-        """Run the DDL of a batch read from a ``leader_flavor`` server (``apply.dialect``)."""
-        if leader_flavor != self.dialect.leader:
-            self.dialect = DdlTranslator(leader_flavor, self.flavor)
-        return self
 
     def close(self) -> None:
         self.conn.close()

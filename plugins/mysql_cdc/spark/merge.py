@@ -370,9 +370,9 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> M
 
 
 def run_merges(spark: SparkProvider, manifest_uris: list[str], secrets: JobSecrets,
-               summaries: list[MergeSummary]) -> list[MergeSummary]:
+               summaries: list[MergeSummary]) -> None:
     """Apply the batches in order, in one Spark application, appending each one's summary to
-    ``summaries`` as it is applied: a copy's run gives the copy and its catch-up, so that the run
+    ``summaries`` as it is applied (so a failure still reports the batches applied before it): a copy's run gives the copy and its catch-up, so that the run
     ends with every table at one position. Each batch is its own exactly-once unit: a retry after
     a crash between them finds the copy applied (a no-op) and applies the catch-up."""
     for i, manifest_uri in enumerate(manifest_uris):
@@ -381,7 +381,6 @@ def run_merges(spark: SparkProvider, manifest_uris: list[str], secrets: JobSecre
         summary = run_merge(spark, manifest_uri, secrets)
         log.info("merge summary %s", summary.to_json())
         summaries.append(summary)
-    return summaries
 
 
 def one_line(exc: BaseException) -> str:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
 import re
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -257,9 +259,6 @@ def test_the_sensor_waits_in_the_triggerer_and_survives_its_crash(deployed):
 
 
 def test_a_task_process_killed_during_the_merge_is_retried(deployed):
-    import os
-    import signal
-
     airflow = deployed.airflow
     deployed.leader.run_sql([f"INSERT INTO {DB}.events VALUES (7, 'killed-task')",
                              f"UPDATE {DB}.orders SET amount = -1 WHERE id < 50"])
