@@ -17,9 +17,9 @@ MYSQL_DIR := .local/mysql
 CARGO_PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
 
-.PHONY: setup apt venv native mysql test test-native test-capture bench bench-quick clean
+.PHONY: setup apt venv native mysql jars test test-native test-capture bench bench-quick clean
 
-setup: apt venv native mysql
+setup: apt venv native mysql jars
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
@@ -43,6 +43,17 @@ native: $(VENV)/.native-installed
 $(VENV)/.native-installed: $(VENV)/.installed $(NATIVE_SOURCES)
 	@PATH="$(CARGO_PATH)" command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs) to build native/, the compiled row decoder"; exit 1; }
 	PATH="$(CARGO_PATH)" $(PY) -m pip install -q ./native
+	touch $@
+
+# Spark packages of the Delta Lake follower (Delta for Spark 4.2, Hadoop's S3A): pinned in
+# mk/spark-jars.txt, fetched from Maven Central (or $MAVEN_REPO) into .local/jars, submitted with
+# --jars, so no merge downloads anything at submit time.
+JARS_DIR := .local/jars
+
+jars: $(JARS_DIR)/.installed
+
+$(JARS_DIR)/.installed: mk/spark-jars.txt scripts/fetch_jars.py
+	$(PYTHON) scripts/fetch_jars.py mk/spark-jars.txt $(JARS_DIR)
 	touch $@
 
 mysql: $(MYSQL_DIR)/.installed

@@ -31,7 +31,7 @@ from local_services import MariaDBServer  # noqa: E402
 from pymysqlreplication import BinLogStreamReader  # noqa: E402
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent  # noqa: E402
 
-from mysql_cdc.capture.extract import extract_range  # noqa: E402
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import PositionRange  # noqa: E402
 from mysql_cdc.settings import ExtractOptions, MySQLSettings  # noqa: E402
@@ -162,13 +162,14 @@ def peak_rss_mb(settings: MySQLSettings, range_: PositionRange, store_uri: str, 
     """Peak RSS of one extraction, in a fresh child process so earlier work does not count."""
     code = (
         "import sys, resource; sys.path[:0] = [sys.argv[1]]\n"
-        "from mysql_cdc.capture.extract import extract_range\n"
+        "from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range\n"
         "from mysql_cdc.contracts import PositionRange, BinlogPosition as P\n"
         "from mysql_cdc.settings import MySQLSettings\n"
         "from mysql_cdc.storage import open_store\n"
         "import json, os\n"
         "s = MySQLSettings(**json.loads(os.environ['BENCH_LEADER']))\n"
-        "b = extract_range(s, open_store(sys.argv[4]), 'rss', PositionRange(P.parse(sys.argv[2]), P.parse(sys.argv[3])))\n"
+        "r = RangeRequest('rss', PositionRange(P.parse(sys.argv[2]), P.parse(sys.argv[3])))\n"
+        "b = extract_range(s, r, BatchTarget(open_store(sys.argv[4])))\n"
         "print(b.row_count, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
     env = {"PATH": "/usr/bin:/bin", "BENCH_LEADER": json.dumps(settings.__dict__)}
@@ -188,12 +189,13 @@ def measure_rss(server: MariaDBServer, settings: MySQLSettings, tmp: str) -> dic
         five = leader.current_position()
     # the parallel read again on the long range, where the parts' process start-up weighs less
     long_range = PositionRange(start, five)
-    single, single_cpu, _ = cpu_timed(lambda: extract_range(settings, open_store(f"file://{tmp}/long1"), "bench",
-                                                            long_range, options=ExtractOptions(workers=1)))
+    single, single_cpu, _ = cpu_timed(lambda: extract_range(settings, RangeRequest("bench", long_range),
+                                                            BatchTarget(open_store(f"file://{tmp}/long1")),
+                                                            ExtractOptions(workers=1)))
     spec = StorageSpec(f"file://{tmp}/long2")
-    parallel, parallel_cpu, _ = cpu_timed(lambda: extract_range(settings, spec.open(), "bench", long_range,
-                                                                storage=spec,
-                                                                options=ExtractOptions(workers=2, min_part_mb=0)))
+    parallel, parallel_cpu, _ = cpu_timed(lambda: extract_range(settings, RangeRequest("bench", long_range),
+                                                                BatchTarget(spec.open(), spec),
+                                                                ExtractOptions(workers=2, min_part_mb=0)))
     return {
         "extract_rss_mb_1m": round(peak_rss_mb(settings, PositionRange(start, one), f"file://{tmp}/rss1", 1_000_000), 1),
         "extract_rss_mb_5m": round(peak_rss_mb(settings, long_range, f"file://{tmp}/rss5", 5_000_000), 1),
@@ -230,19 +232,20 @@ def main() -> None:
             one_reader = ExtractOptions(workers=1)
             for i in range(args.repeat):
                 store = open_store(f"file://{tmp}/store{i}")
-                secs, cpu, batch = cpu_timed(lambda: extract_range(settings, store, "bench", range_,
-                                                                   options=one_reader))
+                secs, cpu, batch = cpu_timed(lambda: extract_range(settings, RangeRequest("bench", range_),
+                                                                   BatchTarget(store), one_reader))
                 results["extract"].append(batch.row_count / secs)
                 results["extract_cpu"].append(cpu)
                 counts["extract"] = batch.row_count
                 store = open_store(f"file://{tmp}/python{i}")
-                secs, batch = timed(lambda: extract_range(settings, store, "bench", range_,
-                                                          options=ExtractOptions(workers=1, decoder="python")))
+                secs, batch = timed(lambda: extract_range(settings, RangeRequest("bench", range_), BatchTarget(store),
+                                                          ExtractOptions(workers=1, decoder="python")))
                 results["extract_python"].append(batch.row_count / secs)
                 counts["extract_python"] = batch.row_count
                 spec = StorageSpec(f"file://{tmp}/parallel{i}")
-                secs, cpu, batch = cpu_timed(lambda: extract_range(settings, spec.open(), "bench", range_, storage=spec,
-                                                                   options=ExtractOptions(workers=2, min_part_mb=0)))
+                secs, cpu, batch = cpu_timed(lambda: extract_range(settings, RangeRequest("bench", range_),
+                                                                   BatchTarget(spec.open(), spec),
+                                                                   ExtractOptions(workers=2, min_part_mb=0)))
                 results["extract_parallel"].append(batch.row_count / secs)
                 results["extract_parallel_cpu"].append(cpu)
                 counts["extract_parallel"] = batch.row_count
@@ -253,7 +256,8 @@ def main() -> None:
                 results["mariadb_binlog"].append(n / secs)
                 counts["mariadb_binlog"] = n
                 store = open_store(f"file://{tmp}/oltp{i}")
-                secs, batch = timed(lambda: extract_range(settings, store, "bench", oltp, options=one_reader))
+                secs, batch = timed(lambda: extract_range(settings, RangeRequest("bench", oltp), BatchTarget(store),
+                                                          one_reader))
                 results["oltp_extract"].append(batch.row_count / secs)
                 counts["oltp_extract"] = batch.row_count
                 secs, n = timed(lambda: raw_decode(settings, oltp))

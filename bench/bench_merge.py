@@ -33,11 +33,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 
 from local_services import MariaDBServer  # noqa: E402
-from mysql_cdc.capture.extract import extract_range  # noqa: E402
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
-from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange, ensure_checkpoint_table, write_checkpoint  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
+from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
+from mysql_cdc.followers import FollowerSpec  # noqa: E402
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings  # noqa: E402
 from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
@@ -129,7 +131,7 @@ def reset_follower(follower: MariaDBServer, start) -> None:
     try:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-        ensure_checkpoint_table(conn)
+        ensure_state_tables(conn)
         write_checkpoint(conn, Checkpoint(PIPELINE, start))
     finally:
         conn.close()
@@ -182,13 +184,13 @@ def main() -> int:
         store_uri = f"file://{base}/store"
         log("capturing ...")
         started = time.monotonic()
-        batch = extract_range(leader_settings, open_store(store_uri), PIPELINE, PositionRange(start, end),
-                              TableFilter((f"{DB}.*",)))
+        batch = extract_range(leader_settings, RangeRequest(PIPELINE, PositionRange(start, end), TableFilter((f"{DB}.*",))),
+                              BatchTarget(open_store(store_uri)))
         capture_seconds = time.monotonic() - started
         assert batch.row_count == args.rows, (batch.row_count, args.rows)
 
         manifest_uri = f"{store_uri}/{batch.prefix}/{MANIFEST_NAME}"
-        runs = [measure(args, follower, JobSecrets(follower_settings, StorageSpec(store_uri)), manifest_uri, start,
+        runs = [measure(args, follower, JobSecrets(FollowerSpec.mysql(follower_settings), StorageSpec(store_uri)), manifest_uri, start,
                         work, i)
                 for i in range(args.repeat)]
         run = median_run(runs)

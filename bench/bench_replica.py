@@ -28,9 +28,11 @@ sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "plugins"), str(ROOT / "bench"
 from bench_extract import generate  # noqa: E402
 from bench_merge import run_spark_submit  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
-from mysql_cdc.capture.extract import extract_range  # noqa: E402
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
-from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange, ensure_checkpoint_table, write_checkpoint  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
+from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.followers import FollowerSpec  # noqa: E402
 from mysql_cdc.settings import ExtractOptions, JobSecrets, MySQLSettings  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 
@@ -61,16 +63,16 @@ def ours_seconds(leader_settings: MySQLSettings, follower: MariaDBServer, range_
     storage = StorageSpec(f"file://{work}/store")
     conn = follower.connect()
     try:
-        ensure_checkpoint_table(conn)
+        ensure_state_tables(conn)
         write_checkpoint(conn, Checkpoint(PIPELINE, range_.start))
     finally:
         conn.close()
     started = time.monotonic()
-    batch = extract_range(leader_settings, storage.open(), PIPELINE, range_, storage=storage,
-                          options=ExtractOptions())
+    batch = extract_range(leader_settings, RangeRequest(PIPELINE, range_), BatchTarget(storage.open(), storage),
+                          ExtractOptions())
     extract_s = time.monotonic() - started
     manifest = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
-    merge_s, _ = run_spark_submit(manifest, JobSecrets(MySQLSettings(**follower.conn_params()), storage), work,
+    merge_s, _ = run_spark_submit(manifest, JobSecrets(FollowerSpec.mysql(MySQLSettings(**follower.conn_params())), storage), work,
                                   "2g", "")
     return {"rows": batch.row_count, "extract_s": round(extract_s, 2), "merge_s": round(merge_s, 2)}
 

@@ -38,7 +38,9 @@ from bench_merge import CREATE_TABLE, DB, TABLE, run_spark_submit  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.capture.snapshot_copy import snapshot_tables  # noqa: E402
-from mysql_cdc.contracts import MANIFEST_NAME, start_snapshot  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME  # noqa: E402
+from mysql_cdc.state.mysql.checkpoint import start_snapshot  # noqa: E402
+from mysql_cdc.followers import FollowerSpec  # noqa: E402
 from mysql_cdc.settings import JobSecrets, MySQLSettings, SnapshotOptions  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 
@@ -84,7 +86,7 @@ def ours(leader_settings: MySQLSettings, follower: MariaDBServer, work: Path, da
         start_snapshot(conn, batch)
     finally:
         conn.close()
-    secrets = JobSecrets(MySQLSettings(**follower.conn_params()), storage)
+    secrets = JobSecrets(FollowerSpec.mysql(MySQLSettings(**follower.conn_params())), storage)
     manifest = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
     merge_wall, summary = run_spark_submit(manifest, secrets, work, "2g", "")
     log(f"  merge summary: {summary}")

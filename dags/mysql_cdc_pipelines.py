@@ -20,7 +20,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG
 
-from mysql_cdc.backfill import backfill_params
+from mysql_cdc.run_params import run_params
 from mysql_cdc.operators import CdcExtractOperator, CdcLagCheckOperator, CdcMergeOperator, CdcVerifyOperator
 from mysql_cdc.operators.callbacks import record_failure, record_retry
 from mysql_cdc.pipeline_config import PIPELINES_FILE_ENV, PipelineConfig, load_pipelines
@@ -81,10 +81,10 @@ def build_dag(config: PipelineConfig) -> DAG:
     with DAG(
         dag_id=config.name,
         schedule=config.schedule,
-        params=backfill_params(),
+        params=run_params(),
         **DAG_DEFAULTS,
         doc_md=DOC.format(name=config.name, wait=config.wait_timeout, leader=config.leader_conn_id,
-                          follower=config.follower_conn_id, storage=config.storage_uri, alert=(
+                          follower=config.describe_follower(), storage=config.storage_uri, alert=(
                               f", and fails past max_seconds_behind ({config.max_seconds_behind:g} s), which "
                               "Airflow's failure alerting picks up" if config.max_seconds_behind else "")),
     ) as dag:
@@ -93,6 +93,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             pipeline=config.name,
             leader_conn_id=config.leader_conn_id,
             follower_conn_id=config.follower_conn_id,
+            follower_config=config.follower_config,
             timeout=config.wait_timeout,
             poke_interval=config.poke_interval,
             heartbeat=config.heartbeat,
@@ -103,6 +104,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             storage_uri=config.storage_uri,
             leader_conn_id=config.leader_conn_id,
             follower_conn_id=config.follower_conn_id,
+            follower_config=config.follower_config,
             aws_conn_id=config.aws_conn_id,
             include=config.include,
             exclude=config.exclude,
@@ -119,6 +121,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             manifest_uri=extract.output,
             storage_uri=config.storage_uri,
             follower_conn_id=config.follower_conn_id,
+            follower_config=config.follower_config,
             aws_conn_id=config.aws_conn_id,
             spark_conn_id=config.spark_conn_id,
             conf=dict(config.spark_conf),
@@ -133,6 +136,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             pipeline=config.name,
             leader_conn_id=config.leader_conn_id,
             follower_conn_id=config.follower_conn_id,
+            follower_config=config.follower_config,
             max_seconds_behind=config.max_seconds_behind,
             heartbeat=config.heartbeat,
         )
@@ -145,7 +149,7 @@ def build_verify_dag(config: PipelineConfig) -> DAG:
         dag_id=f"{config.name}_verify",
         schedule=config.verify.schedule,
         **DAG_DEFAULTS,
-        doc_md=VERIFY_DOC.format(name=config.name, leader=config.leader_conn_id, follower=config.follower_conn_id,
+        doc_md=VERIFY_DOC.format(name=config.name, leader=config.leader_conn_id, follower=config.describe_follower(),
                                  chunk_rows=config.verify.chunk_rows, rechecks=config.verify.rechecks),
     ) as dag:
         CdcVerifyOperator(
@@ -153,6 +157,7 @@ def build_verify_dag(config: PipelineConfig) -> DAG:
             pipeline=config.name,
             leader_conn_id=config.leader_conn_id,
             follower_conn_id=config.follower_conn_id,
+            follower_config=config.follower_config,
             include=config.include,
             exclude=config.exclude,
             options=config.verify,

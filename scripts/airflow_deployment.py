@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from local_services import _make_preexec, _tail, free_port  # noqa: E402
+from local_services import free_port, make_preexec, tail  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -127,7 +127,7 @@ class AirflowDeployment:
             done = subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env=self._env, stdout=out,
                                   stderr=subprocess.STDOUT)
         if done.returncode != 0:
-            raise DeploymentError(f"airflow db migrate failed:\n{_tail(migrate_log)}")
+            raise DeploymentError(f"airflow db migrate failed:\n{tail(migrate_log)}")
         self.start_component("api-server")
         self.wait(lambda: self._healthy(), 180, "the API server answering /api/v2/monitor/health")
         for name in ("dag-processor", "scheduler", "triggerer"):
@@ -147,7 +147,7 @@ class AirflowDeployment:
         args = [str(VENV_BIN / "airflow"), name]
         with open(log, "w") as out:
             proc = subprocess.Popen(args, env=self._env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=_make_preexec(self.die_with_parent))
+                                    start_new_session=True, preexec_fn=make_preexec(self.die_with_parent))
         self.components[name] = Component(name, proc, log)
         self._started.append(self.components[name])
         return self.components[name]
@@ -217,7 +217,7 @@ class AirflowDeployment:
         for component in self.components.values():
             if not component.killed and component.proc.poll() is not None:
                 raise DeploymentError(f"airflow {component.name} exited with {component.proc.returncode}:\n"
-                                      f"{_tail(component.log)}")
+                                      f"{tail(component.log)}")
 
     def token(self) -> str:
         if self._token is None:
@@ -264,7 +264,7 @@ class AirflowDeployment:
             if value:
                 return value
             if time.monotonic() > deadline:
-                tails = "\n".join(f"--- {c.log.name}\n{_tail(c.log, 15)}" for c in self.components.values())
+                tails = "\n".join(f"--- {c.log.name}\n{tail(c.log, 15)}" for c in self.components.values())
                 raise DeploymentError(f"waited {timeout:.0f} s for {what}\n{tails}")
             time.sleep(every)
 

@@ -37,6 +37,7 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 from demo_workload import seed_statements  # noqa: E402
 from local_services import MariaDBServer, MotoS3Server, SparkStandaloneCluster  # noqa: E402
 from mysql_cdc.monitor.lag import pipeline_figures  # noqa: E402
+from mysql_cdc.state.mysql import MySQLStateStore  # noqa: E402
 from mysql_cdc.settings import MySQLSettings  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
@@ -180,7 +181,7 @@ class Demo:
 
     def figures(self) -> str:
         """What the CDC page and GET /cdc/api/pipelines show for the pipeline, in a few lines."""
-        f = pipeline_figures(DAG_ID, MySQLSettings(**self.leader_user), MySQLSettings(**self.follower_user))
+        f = pipeline_figures(DAG_ID, MySQLSettings(**self.leader_user), MySQLStateStore(MySQLSettings(**self.follower_user)))
         lines = [f"  checkpoint {f.checkpoint.position}, leader at {f.leader_position}: {f.bytes_behind} bytes and "
                  f"{f.seconds_behind} seconds behind"]
         for r in reversed(f.history):

@@ -3,10 +3,10 @@
     spark-submit --py-files mysql_cdc.zip spark_jobs/merge_batch.py \
         --manifest-uri s3://bucket/root/<pipeline>/batches/<batch id>/manifest.json
 
-Secrets (the follower's credentials, the batch store's StorageSpec) come from the JSON file named
+Secrets (the follower's sink spec with its credentials, the batch store's StorageSpec) come from the JSON file named
 by ``MYSQL_CDC_SECRETS_FILE`` (``mysql_cdc.settings.JobSecrets``), never from argv. The pipeline
 comes from the manifest. Exit 0 on success, no-op replays included; otherwise 1 with a one-line
-error on stderr. ``MYSQL_CDC_CRASH_AT`` is a test hook (``mysql_cdc.apply.faults``).
+error on stderr. ``MYSQL_CDC_CRASH_AT`` is a test hook (``mysql_cdc.faults``).
 
 This file only wires steps; what they do is in ``mysql_cdc.spark`` (see its ``merge`` module).
 """

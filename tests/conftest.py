@@ -12,6 +12,7 @@ Tests are isolated from each other by database / bucket names (``unique_name``,
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -160,6 +161,49 @@ def s3_bucket(s3_server: MotoS3Server) -> dict:
     bucket = "mcdc-" + uuid.uuid4().hex[:16]  # S3 names: lowercase, no underscores
     boto3.client("s3", **kwargs).create_bucket(Bucket=bucket)  # us-east-1: no LocationConstraint
     return {**kwargs, "bucket": bucket}
+
+
+# ONE SparkSession for every in-process test (tests/spark, tests/apply): a JVM is costly to start
+@pytest.fixture(scope="session")
+def spark():
+    # Executors are separate Python processes: they must run this interpreter (pyarrow, pymysql)
+    # and find mysql_cdc, whose functions they run; both come from the environment the JVM inherits.
+    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYTHONPATH")}
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "plugins"), saved["PYTHONPATH"]]))
+    from pyspark.sql import SparkSession
+
+    from mysql_cdc.state.delta.packages import submit_needs
+
+    # the Delta Lake follower's jars and properties, as its merge job is submitted with them
+    delta = submit_needs()
+    builder = SparkSession.builder.config("spark.jars", ",".join(delta.jars))
+    for key, value in delta.conf:
+        builder = builder.config(key, value)
+    session = (
+        builder.master("local[2]")
+        .appName("mysql-cdc apply tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # C1-only JIT: test batches are tiny, so JVM warm-up, not throughput, is what costs. Without
+        # tiered compilation the JVM reserves only 48 MB of code cache, and this one session JVM
+        # compiles hundreds of Spark plans over the whole suite: it filled up ("Out of space in
+        # CodeCache") and failed every later test
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    # the JVM took its copy of the environment; later subprocesses get the original one back
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    yield session
+    session.stop()
 
 
 __all__ = ["local_services"]

@@ -21,7 +21,7 @@ import logging
 import os
 import sys
 
-from .capture.extract import CaptureError, extract_range
+from .capture.extract import BatchTarget, CaptureError, RangeRequest, extract_range
 from .capture.filters import TableFilter
 from .capture.leader import Leader, PreflightError
 from .contracts import BinlogPosition, InvalidPosition, PositionRange
@@ -48,8 +48,8 @@ def _extract(args) -> int:
         end = BinlogPosition.parse(args.end) if args.end else leader.current_position()
     range_ = PositionRange(BinlogPosition.parse(args.start), end)
     store = open_store(args.storage_uri)
-    batch = extract_range(settings, store, args.pipeline, range_, TableFilter(tuple(args.include or ["*.*"]),
-                                                                             tuple(args.exclude or [])))
+    table_filter = TableFilter(tuple(args.include or ["*.*"]), tuple(args.exclude or []))
+    batch = extract_range(settings, RangeRequest(args.pipeline, range_, table_filter), BatchTarget(store))
     if batch is None:
         print(f"empty range {range_}: no batch")
     else:

@@ -43,9 +43,9 @@ TRANSIENT_SERVER_ERRORS = frozenset({
 def _permanent_types() -> tuple[type, ...]:
     # imported here: this module is imported by the merge job and the operators, and these
     # modules import heavier things (pyarrow, mysql-replication) the classifier itself never needs
-    from .apply.dialect import DialectError
+    from .sinks.mysql.dialect import DialectError
     from .apply.errors import FollowerDivergedError, FollowerSchemaError
-    from .backfill import BackfillParamError
+    from .run_params import RunParamError
     from .capture.compressed import CompressedEventError
     from .capture.ddl import UnparseableDdl
     from .capture.events import CaptureError, SnapshotError, UnknownEventError
@@ -58,7 +58,7 @@ def _permanent_types() -> tuple[type, ...]:
     from .settings import SecretsError
     from .storage import StorageError
 
-    return (ReplayError, BackfillParamError, PipelineConfigError, PreflightError, SnapshotError, CaptureError,
+    return (ReplayError, RunParamError, PipelineConfigError, PreflightError, SnapshotError, CaptureError,
             UnknownEventError, CompressedEventError, UnparseableDdl, UnsupportedColumnType, InvalidPosition,
             ManifestError, GtidSetError, SecretsError, StorageError, FollowerSchemaError, FollowerDivergedError,
             DialectError)

@@ -8,7 +8,9 @@ begun), ``before_commit`` (follower transaction done but not committed), ``after
 the checkpoint still carries its pending marker), ``before_swap`` (a snapshot's shadow table
 loaded, the table's position marked swapping), ``after_swap`` (the shadow renamed into the
 table's place, the table's position not yet done), ``between_batches`` (a run's copy applied,
-its catch-up not begun). Snapshot copy points: ``copy_planned`` (the
+its catch-up not begun). A Delta Lake follower's points: ``between_tables`` (one table of a
+segment committed, the next not), ``before_checkpoint`` (every table committed, the checkpoint
+not). Snapshot copy points: ``copy_planned`` (the
 plan written, no chunk copied), ``copy_after_chunk`` (one chunk's record written),
 ``copy_before_manifest`` (every chunk and catch-up written, the manifest not). Leave the variable
 unset in production.
@@ -21,7 +23,7 @@ import sys
 
 CRASH_ENV = "MYSQL_CDC_CRASH_AT"
 CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "before_swap", "after_swap", "between_batches",
-                "copy_planned",
+                "between_tables", "before_checkpoint", "copy_planned",
                 "copy_after_chunk", "copy_before_manifest")
 
 

@@ -48,7 +48,7 @@ import yaml
 from .capture.filters import TableFilter
 from .contracts import BinlogPosition, InvalidPosition
 from .settings import ExtractOptions, SnapshotOptions, VerifyOptions
-from .storage import normalize_uri, uri_scheme
+from .storage import normalize_uri
 
 PIPELINES_FILE_ENV = "CDC_PIPELINES_FILE"
 DEFAULT_SCHEDULE = "*/5 * * * *"
@@ -68,11 +68,24 @@ class PipelineConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class FollowerConfig:
+    """A follower that is not a MySQL connection: ``follower: {kind: delta, location: ...}``."""
+
+    kind: str
+    location: str  # s3://bucket/prefix (through the pipeline's aws_conn_id) or file:///absolute/path
+
+    def to_json(self, aws_conn_id: str | None) -> dict[str, Any]:
+        """What operators and triggers carry (``hooks.follower.follower_hook``): JSON-safe."""
+        return {"kind": self.kind, "location": self.location, "aws_conn_id": aws_conn_id}
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     name: str
     leader_conn_id: str
-    follower_conn_id: str
     storage_uri: str
+    follower_conn_id: str | None = None  # a MySQL/MariaDB follower: its Airflow connection
+    follower: FollowerConfig | None = None  # ... or a follower the file describes (a Delta Lake)
     schedule: str | None = DEFAULT_SCHEDULE
     aws_conn_id: str | None = "aws_default"
     spark_conn_id: str = "spark_default"
@@ -97,8 +110,14 @@ class PipelineConfig:
         return TableFilter(include=self.include, exclude=self.exclude)
 
     @property
-    def uses_s3(self) -> bool:
-        return uri_scheme(self.storage_uri) == "s3"
+    def follower_config(self) -> dict[str, Any] | None:
+        """The described follower as operators carry it (None: the MySQL connection)."""
+        return self.follower.to_json(self.aws_conn_id) if self.follower is not None else None
+
+    def describe_follower(self) -> str:
+        if self.follower is not None:
+            return f"{self.follower.kind} at {self.follower.location}"
+        return str(self.follower_conn_id)
 
 
 # -- field checks: each returns the normalized value or raises ValueError with the problem ------
@@ -227,8 +246,28 @@ def _count(value: Any) -> int:
     return value
 
 
+FOLLOWER_KINDS = ("delta",)
+
+
+def _follower(value: Any) -> FollowerConfig:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping such as {{kind: delta, location: s3://bucket/lake}}, got {value!r}")
+    unknown = sorted(set(value) - {"kind", "location"})
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown}; known keys are ['kind', 'location']")
+    if value.get("kind") not in FOLLOWER_KINDS:
+        raise ValueError(f"kind must be one of {list(FOLLOWER_KINDS)} (a MySQL follower is follower_conn_id), "
+                         f"got {value.get('kind')!r}")
+    try:
+        location = _storage_uri(value.get("location"))
+    except ValueError as exc:
+        raise ValueError(f"location: {exc}") from None
+    return FollowerConfig(value["kind"], location)
+
+
 _CHECKS = {
     "name": _name,
+    "follower": _follower,
     "leader_conn_id": _text,
     "follower_conn_id": _text,
     "storage_uri": _storage_uri,
@@ -316,6 +355,9 @@ def _entry(raw: Any, index: int, path: Path, variables: dict[str, str]) -> Pipel
         f.name for f in fields(PipelineConfig)
         if f.default is MISSING and f.default_factory is MISSING and f.name not in raw
     ]
+    if "follower_conn_id" not in raw and "follower" not in raw:
+        # a MySQL follower's connection is what most pipelines name; 'follower' is the alternative
+        missing.insert(1 if "leader_conn_id" in missing else 0, "follower_conn_id")
     if missing:
         raise PipelineConfigError(f"{where}: missing required field(s) {missing}")
     values = {}
@@ -327,6 +369,10 @@ def _entry(raw: Any, index: int, path: Path, variables: dict[str, str]) -> Pipel
                 raise
             raise PipelineConfigError(f"{where}: field '{key}': {exc}") from None
     config = PipelineConfig(**values)
+    if (config.follower_conn_id is None) == (config.follower is None):
+        raise PipelineConfigError(
+            f"{where}: give the follower once: 'follower_conn_id' (a MySQL/MariaDB connection) or 'follower' "
+            "({kind: delta, location: ...}), " + ("not both" if config.follower is not None else "got neither"))
     if not config.include:
         raise PipelineConfigError(f"{where}: field 'include': lists no glob, so nothing would be captured")
     try:

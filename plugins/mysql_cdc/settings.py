@@ -1,7 +1,7 @@
 """Connection settings shared by the Airflow side and the Spark job.
 
 ``MySQLSettings`` reaches a leader or a follower. ``JobSecrets`` is how the merge job receives its
-secrets (the follower's settings and the batch store's ``StorageSpec``): a JSON file readable only
+secrets (the follower's spec and the batch store's ``StorageSpec``): a JSON file readable only
 by the job's user, named by the ``MYSQL_CDC_SECRETS_FILE`` environment variable. Never argv: argv
 shows in ``ps`` and in Airflow's task logs.
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 
+from .followers import FollowerSpec, FollowerSpecError
 from .storage import StorageError, StorageSpec
 
 SECRETS_ENV = "MYSQL_CDC_SECRETS_FILE"
@@ -105,14 +106,17 @@ class SecretsError(ValueError):
 
 @dataclass(frozen=True)
 class JobSecrets:
-    follower: MySQLSettings
+    """What the merge job is given in its secrets file: the follower's spec (its kind and
+    settings, for its sink: ``mysql_cdc.followers``) and the batch store's ``StorageSpec``."""
+
+    sink: FollowerSpec
     storage: StorageSpec
 
     def write(self, path: str) -> None:
         """Create ``path`` readable by its owner only, then fill it (never world-readable)."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            json.dump({"follower": asdict(self.follower), "storage": self.storage.to_json()}, fh)
+            json.dump({"sink": self.sink.to_json(), "storage": self.storage.to_json()}, fh)
 
     @classmethod
     def read(cls, path: str) -> "JobSecrets":
@@ -121,12 +125,13 @@ class JobSecrets:
                 data = json.load(fh)
         except (OSError, json.JSONDecodeError) as exc:
             raise SecretsError(f"cannot read the job secrets file {path}: {exc}") from exc
-        if not isinstance(data, dict) or set(data) != {"follower", "storage"}:
+        if not isinstance(data, dict) or set(data) != {"sink", "storage"}:
             found = sorted(data) if isinstance(data, dict) else type(data).__name__
-            raise SecretsError(f"secrets file {path}: expected the keys ['follower', 'storage'], got {found}")
+            raise SecretsError(f"secrets file {path}: expected the keys ['sink', 'storage'], got {found}")
         try:
-            return cls(MySQLSettings(**data["follower"]), StorageSpec.from_json(data["storage"], f"{path}: storage"))
-        except (TypeError, StorageError) as exc:
+            return cls(FollowerSpec.from_json(data["sink"], f"{path}: sink"),
+                       StorageSpec.from_json(data["storage"], f"{path}: storage"))
+        except (FollowerSpecError, StorageError) as exc:
             raise SecretsError(f"secrets file {path}: {exc}") from None
 
     @classmethod
@@ -135,6 +140,6 @@ class JobSecrets:
         if not path:
             raise SecretsError(
                 f"{SECRETS_ENV} is not set: point it at a JSON file (mode 0600) holding "
-                '{"follower": {"host", "port", "user", "password"}, "storage": {"uri", "options"}}'
+                '{"sink": {"kind", "settings"}, "storage": {"uri", "options"}}'
             )
         return cls.read(path)

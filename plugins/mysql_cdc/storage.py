@@ -14,13 +14,14 @@ both (S3 PUT is atomic; the file store writes a temp file and renames it), which
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, Mapping, Protocol
+from typing import Any, BinaryIO, ContextManager, Iterator, Mapping, Protocol
 from urllib.parse import urlparse
 
 from .contracts import MANIFEST_NAME, ChangeBatch, batch_prefix, batches_prefix
@@ -108,6 +109,7 @@ class ObjectStore(Protocol):
     def delete_prefix(self, prefix: str) -> None: ...
     def uri_of(self, key: str) -> str: ...
     def local_copy(self, key: str) -> ContextManager[str]: ...
+    def open_reader(self, key: str) -> ContextManager[BinaryIO]: ...
 
 
 class LocalStore:
@@ -183,6 +185,12 @@ class LocalStore:
             raise StorageError(f"{self.uri_of(key)} does not exist")
         yield str(path)
 
+    @contextmanager
+    def open_reader(self, key: str) -> Iterator[BinaryIO]:
+        """The object as a seekable binary file: the file itself."""
+        with open(self._path(key), "rb") as fh:
+            yield fh
+
 
 class S3Store:
     OPTIONS = ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token")
@@ -254,6 +262,52 @@ class S3Store:
         finally:
             os.unlink(path)
 
+    @contextmanager
+    def open_reader(self, key: str) -> Iterator[BinaryIO]:
+        """The object as a seekable binary file that fetches only the byte ranges read (one ranged
+        GET per read): a Parquet reader reads the footer and then only the row groups it is
+        asked for, not the whole object. Unbuffered: a Parquet reader asks for exactly the column
+        chunks it needs, and a buffer would only read ahead into groups it does not."""
+        with _S3RangeReader(self.client, self.bucket, self._key(key)) as reader:
+            yield reader
+
+
+class _S3RangeReader(io.RawIOBase):
+    """An S3 object read by byte ranges; ``fetched``: the bytes it has downloaded."""
+
+    def __init__(self, client, bucket: str, key: str):
+        super().__init__()
+        self.client, self.bucket, self.key = client, bucket, key
+        self.size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        self.offset = 0
+        self.fetched = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.offset
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.offset, io.SEEK_END: self.size}[whence]
+        self.offset = max(0, base + offset)
+        return self.offset
+
+    def readinto(self, buffer) -> int:
+        length = min(len(buffer), self.size - self.offset)
+        if length <= 0:
+            return 0
+        end = self.offset + length - 1
+        body = self.client.get_object(Bucket=self.bucket, Key=self.key, Range=f"bytes={self.offset}-{end}")["Body"]
+        data = body.read()
+        buffer[:len(data)] = data
+        self.offset += len(data)
+        self.fetched += len(data)
+        return len(data)
+
 
 _BACKENDS = {"file": LocalStore, "s3": S3Store}
 
@@ -294,6 +348,14 @@ def read_manifest(store: ObjectStore, manifest_uri: str) -> ChangeBatch:
             "or the URI is wrong); re-extract the range"
         )
     return batch
+
+
+def commit_batch(store: ObjectStore, prefix: str, batch: ChangeBatch, manifest_name: str = MANIFEST_NAME) -> None:
+    """Write the batch's manifest at ``prefix``, after everything it lists: the batch exists from
+    this moment on (``manifest_name``: another name commits a part of a batch, which is not one).
+    The one place a batch is committed: the binlog reader, a parallel read's combined parts and
+    a snapshot's copy all end here."""
+    store.put_bytes(f"{prefix}/{manifest_name}", batch.to_json().encode())
 
 
 def read_batch(store: ObjectStore, prefix: str) -> ChangeBatch | None:

@@ -39,7 +39,6 @@ def test_defaults(tmp_path):
     assert (config.include, config.exclude) == (("*.*",), ())
     assert config.start_position == "snapshot" and config.on_purged == "fail"
     assert config.snapshot == SnapshotOptions()
-    assert config.uses_s3
     assert config.table_filter.captures_table("shop", "orders")
 
 

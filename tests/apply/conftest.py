@@ -1,54 +1,13 @@
-"""Apply-side fixtures: ONE SparkSession for all in-process tests, and per-test pipelines on the
-session's real leader, follower (and S3 endpoint), isolated by database and pipeline names."""
+"""Apply-side fixtures: per-test pipelines on the session's real leader, follower (and S3 endpoint),
+isolated by database and pipeline names (the one in-process SparkSession is ``tests/conftest.py``'s)."""
 
 from __future__ import annotations
-
-import os
-import sys
-from pathlib import Path
 
 import pytest
 
 from merge_helpers import Pipeline
 from mysql_cdc.settings import MySQLSettings
 from mysql_cdc.storage import StorageSpec
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def spark():
-    # Executors are separate Python processes: they must run this interpreter (pyarrow, pymysql)
-    # and find mysql_cdc, whose functions they run; both come from the environment the JVM inherits.
-    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYTHONPATH")}
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "plugins"), saved["PYTHONPATH"]]))
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("mysql-cdc apply tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        # C1-only JIT: test batches are tiny, so JVM warm-up, not throughput, is what costs. Without
-        # tiered compilation the JVM reserves only 48 MB of code cache, and this one session JVM
-        # compiles hundreds of Spark plans over the whole suite: it filled up ("Out of space in
-        # CodeCache") and failed every later test
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    # the JVM took its copy of the environment; later subprocesses get the original one back
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    yield session
-    session.stop()
 
 
 @pytest.fixture

@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from mysql_cdc.capture.extract import extract_range
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.capture.snapshot_copy import snapshot_tables
+from mysql_cdc.followers import FollowerSpec
 from mysql_cdc.settings import ExtractOptions, SnapshotOptions
-from mysql_cdc.contracts import (
-    MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange, ensure_checkpoint_table,
-    read_checkpoint, read_table_positions, start_snapshot, write_checkpoint,
-)
+from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange
+from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, read_checkpoint, read_table_positions, start_snapshot, write_checkpoint
 from mysql_cdc.packaging import MERGE_JOB, build_py_files
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings
 from mysql_cdc.storage import StorageSpec
@@ -50,7 +49,7 @@ class Pipeline:
 
     @property
     def secrets(self) -> JobSecrets:
-        return JobSecrets(self.follower_settings, self.storage)
+        return JobSecrets(FollowerSpec.mysql(self.follower_settings), self.storage)
 
     @property
     def store(self):
@@ -62,7 +61,7 @@ class Pipeline:
         self.position = leader_position(self.leader_settings)
         conn = self.follower.connect()
         try:
-            ensure_checkpoint_table(conn)
+            ensure_state_tables(conn)
             write_checkpoint(conn, Checkpoint(self.name, self.position))
         finally:
             conn.close()
@@ -101,9 +100,10 @@ class Pipeline:
     def extract(self, start: BinlogPosition, end: BinlogPosition, options: ExtractOptions | None = None) -> ChangeBatch:
         """The range's batch, read by one reader (or in parts, as the extract task reads a long
         range, given ``options``)."""
-        parallel = {"storage": self.storage, "options": options} if options else {}
-        batch = extract_range(self.leader_settings, self.store, self.name, PositionRange(start, end),
-                              TableFilter((f"{self.database}.*",)), positions=self.table_positions(), **parallel)
+        request = RangeRequest(self.name, PositionRange(start, end), TableFilter((f"{self.database}.*",)),
+                               self.table_positions())
+        target = BatchTarget(self.store, self.storage if options else None)
+        batch = extract_range(self.leader_settings, request, target, options or ExtractOptions())
         assert batch is not None, f"the workload wrote nothing to the binlog in [{start}, {end})"
         self.position = max(self.position, end)
         self.batches.append(batch)
@@ -121,12 +121,12 @@ class Pipeline:
 
     def scratch_files(self) -> list[str]:
         """The merge job's load files left in the batch store (a finished merge leaves none)."""
-        from mysql_cdc.apply.staging import scratch_prefix
+        from mysql_cdc.sinks.mysql.staging import scratch_prefix
 
         return self.store.list_keys(scratch_prefix(self.name))
 
     def staging_tables(self) -> list[str]:
-        from mysql_cdc.apply.staging import staging_prefix
+        from mysql_cdc.sinks.mysql.staging import staging_prefix
 
         conn = self.follower.connect()
         try:

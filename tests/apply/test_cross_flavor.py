@@ -2,7 +2,7 @@
 the type tests' tables (copied by a snapshot, then streamed: inserts, updates, deletes, in a keyed
 and a keyless table) and a random workload with DDL, each leader using its own default collation
 (MySQL's utf8mb4_0900_ai_ci, MariaDB's utf8mb4_uca1400_ai_ci), which the other server does not
-have (``mysql_cdc.apply.dialect`` maps them). The rows stay exact, compared value by value, and
+have (``mysql_cdc.sinks.mysql.dialect`` maps them). The rows stay exact, compared value by value, and
 the verification's checksums (computed inside each server) say equal.
 
 The definitions differ by design (collation names, MariaDB's JSON as LONGTEXT), so this compares
@@ -15,6 +15,7 @@ import pytest
 from apply_workload import Workload
 from merge_helpers import table_names, table_rows
 from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.state.mysql import MySQLStateStore
 from mysql_cdc.monitor.verify import verify_pipeline
 from mysql_cdc.settings import VerifyOptions
 from mysql_cdc.spark.merge import run_merge
@@ -35,7 +36,7 @@ def assert_same_rows(pipeline) -> None:
 
 def assert_verified_equal(pipeline) -> None:
     result = verify_pipeline(pipeline.name, pipeline.leader_settings, pipeline.follower_settings,
-                             TableFilter((f"{pipeline.database}.*",)), VerifyOptions(chunk_rows=3, rechecks=0),
+                             MySQLStateStore(pipeline.follower_settings), TableFilter((f"{pipeline.database}.*",)), VerifyOptions(chunk_rows=3, rechecks=0),
                              log=lambda _: None)
     assert result.status == "ok", result.to_json()
 

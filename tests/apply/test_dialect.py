@@ -1,11 +1,11 @@
-"""Leader DDL in the follower's dialect (``mysql_cdc.apply.dialect``), on inline statements. The
+"""Leader DDL in the follower's dialect (``mysql_cdc.sinks.mysql.dialect``), on inline statements. The
 servers' side (both pairs, real copies and replays) is tests/apply/test_cross_flavor.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from mysql_cdc.apply.dialect import MARIADB, MYSQL, DdlTranslator, DialectError, flavor_of
+from mysql_cdc.sinks.mysql.dialect import MARIADB, MYSQL, DdlTranslator, DialectError, flavor_of
 from mysql_cdc.failures import is_permanent
 
 MYSQL_TABLE = ("CREATE TABLE `t` (\n  `id` int NOT NULL,\n  `s` varchar(10) COLLATE utf8mb4_0900_as_cs "

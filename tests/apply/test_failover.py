@@ -13,7 +13,8 @@ import pytest
 from merge_helpers import assert_same_database, leader_position
 from mysql_cdc.capture.failover import FailoverError, find_position
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.contracts import OtherLeaderError, rebase_checkpoint
+from mysql_cdc.contracts import OtherLeaderError
+from mysql_cdc.state.mysql.checkpoint import rebase_checkpoint
 from mysql_cdc.settings import MySQLSettings
 from mysql_cdc.spark.merge import run_merge
 

@@ -8,7 +8,7 @@ import pytest
 
 from merge_helpers import assert_same_database, job_output, spark_submit, table_names, table_rows
 from mysql_cdc.faults import CRASH_ENV
-from mysql_cdc.apply.follower import Follower
+from mysql_cdc.sinks.mysql.follower import Follower
 from mysql_cdc.contracts import DdlSegment, RowSegment
 from mysql_cdc.spark.merge import run_merge
 

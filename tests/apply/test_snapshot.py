@@ -23,7 +23,7 @@ from mysql_cdc.capture.extract import CaptureError
 from mysql_cdc.settings import SnapshotOptions
 from mysql_cdc.contracts import COPYING, DONE, SWAPPING, SnapshotPendingError, plan_replay
 from mysql_cdc.apply.errors import MergeError
-from mysql_cdc.spark import merge
+from mysql_cdc.sinks.mysql import MySQLSink
 from mysql_cdc.spark.merge import run_merge
 from test_merge_types import COLUMNS, NULLS, ROW_1, ROW_2
 
@@ -410,12 +410,12 @@ def test_a_copy_loaded_twice_is_refused_and_the_rerun_loads_it_afresh(make_pipel
     leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.{table}",
                     f"INSERT INTO {db}.{name} VALUES " + ("(1), (1), (2)" if name == "bag" else "(1), (2), (3)")])
     batch = pipeline.snapshot()
-    load_once = merge.load_copy
+    load_once = MySQLSink._load_files
 
-    def load_twice(ctx, segment, plan):  # what a task that Spark ran again after its load leaves
-        return load_once(ctx, segment, plan) + load_once(ctx, segment, plan)
+    def load_twice(sink, job, segment, plan):  # what a task that Spark ran again after its load leaves
+        return load_once(sink, job, segment, plan) + load_once(sink, job, segment, plan)
 
-    monkeypatch.setattr(merge, "load_copy", load_twice)
+    monkeypatch.setattr(MySQLSink, "_load_files", load_twice)
     with pytest.raises(Exception, match=refusal):
         run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
     monkeypatch.undo()

@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from local_services import MariaDBServer, MySQLServer
-from mysql_cdc.capture.extract import extract_range
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range
+from mysql_cdc.capture.table_changes import WriterLimits
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.contracts import ChangeBatch, PositionRange, RowSegment
@@ -48,12 +49,14 @@ class Captured:
 def capture(leader, leader_settings, tmp_path):
     """capture(statements, database=None, table_filter=..., store=None) -> Captured."""
 
-    def run(statements, database=None, table_filter=TableFilter(), store=None, pipeline="p", **kw):
+    def run(statements, database=None, table_filter=TableFilter(), store=None, pipeline="p", limits=WriterLimits(),
+            **kw):
         store = store or open_store(f"file://{tmp_path}/store")
         start = leader_position(leader_settings)
         leader.run_sql(statements, database)
         end = leader_position(leader_settings)
-        batch = extract_range(leader_settings, store, pipeline, PositionRange(start, end), table_filter, **kw)
+        batch = extract_range(leader_settings, RangeRequest(pipeline, PositionRange(start, end), table_filter, **kw),
+                              BatchTarget(store), limits=limits)
         return Captured(batch, store)
 
     return run

@@ -18,7 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 from pymysqlreplication import BinLogStreamReader
 
-from mysql_cdc.capture.extract import BatchBuilder, BatchWriter, BinlogReader, _StopReading, extract_range
+from mysql_cdc.capture.binlog_capture import BinlogCapture, StopReading
+from mysql_cdc.capture.binlog_stream import BinlogReader
+from mysql_cdc.capture.change_batch import ChangeBatchWriter
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range
 from mysql_cdc.capture.events import UnknownEventError
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader, PreflightError
@@ -65,7 +68,7 @@ def run_and_capture(server, tmp_path) -> tuple[Captured, list[int]]:
     server.run_sql(WORKLOAD)
     end = leader_position(settings)
     store = open_store(f"file://{tmp_path}/store")
-    batch = extract_range(settings, store, "p", PositionRange(start, end))
+    batch = extract_range(settings, RangeRequest("p", PositionRange(start, end)), BatchTarget(store))
     return Captured(batch, store), event_types(server, start)
 
 
@@ -101,7 +104,7 @@ def test_mysql_transaction_payload_events_are_captured_exactly(mysql_compressed,
     assert captured.batch.end_gtid, "GTIDs are on: the batch records the last one"
 
 
-class _KnowsNoCompression(BatchBuilder):
+class _KnowsNoCompression(BinlogCapture):
     """A capture that has never heard of compressed events: they must stop it, never vanish."""
 
     _RAW_HANDLERS = {}
@@ -115,14 +118,14 @@ def test_an_event_type_the_capture_does_not_know_stops_it_naming_type_and_positi
     store = open_store(f"file://{tmp_path}/store")
     range_ = PositionRange(start, end)
     with pytest.raises(UnknownEventError) as error:
-        with BatchWriter(store, "p", range_) as writer, BinlogReader(settings, start) as reader:
+        with ChangeBatchWriter(store, "p", range_) as writer, BinlogReader(settings, start) as reader:
             builder = _KnowsNoCompression(writer, TableFilter())
             try:
                 for event in reader:
                     builder.handle(event)
                     if builder.done():
                         break
-            except _StopReading:
+            except StopReading:
                 pass
     message = str(error.value)
     assert message.startswith(f"binlog event QUERY_COMPRESSED_EVENT (type 165) at {start.file}:")
@@ -150,13 +153,15 @@ def test_partial_json_updates_are_refused_in_preflight_and_in_the_binlog(mysql_l
     assert 0x27 in event_types(mysql_leader, start), "the server wrote no partial update"
     with pytest.raises(UnknownEventError, match=r"PARTIAL_UPDATE_ROWS_EVENT \(type 39\) at .*binlog_row_value_options"
                                                 r"=PARTIAL_JSON.*resnapshot"):
-        extract_range(settings, open_store(f"file://{tmp_path}/store"), "p", PositionRange(start, end))
+        extract_range(settings, RangeRequest("p", PositionRange(start, end)),
+                      BatchTarget(open_store(f"file://{tmp_path}/store")))
     # the fix it names, followed word for word: a copy of the table, after which the range extracts
     store = open_store(f"file://{tmp_path}/store")
     copy = snapshot_tables(settings, StorageSpec(f"file://{tmp_path}/store"), "p", TableFilter((f"{db}.*",)),
                            only=[f"{db}.docs"])
     positions = TablePositions({(db, "docs"): TablePosition(db, "docs", copy.segments[0].at, copy.batch_id, DONE)})
-    batch = extract_range(settings, store, "p", PositionRange(start, end), positions=positions)
+    batch = extract_range(settings, RangeRequest("p", PositionRange(start, end), positions=positions),
+                          BatchTarget(store))
     assert [s for s in batch.segments if isinstance(s, RowSegment)] == []  # the copy holds the document
     (docs,) = copy.segments
     rows = pq.read_table(io.BytesIO(store.get_bytes(f"{copy.prefix}/{docs.files[0]}"))).to_pylist()
@@ -184,7 +189,8 @@ def test_tagged_gtids_are_recorded_exactly(mysql_leader, tmp_path, unique_name):
     end = leader_position(settings)
     assert GTID_TAGGED in event_types(mysql_leader, start), "the server wrote no tagged GTID event"
     store = open_store(f"file://{tmp_path}/store")
-    batch = extract_range(settings, store, "p", PositionRange(start, end), TableFilter((f"{db}.*",)))
+    batch = extract_range(settings, RangeRequest("p", PositionRange(start, end), TableFilter((f"{db}.*",))),
+                          BatchTarget(store))
     (segment,) = batch.segments
     gtids = [r["_gtid"] for r in Captured(batch, store).rows(segment, "t")]
     tagged = {tag: int(executed.replace("\n", "").split(f":{tag}:")[1].split(":")[0].split("-")[-1].split(",")[0])

@@ -20,7 +20,7 @@ import pytest
 
 from mysql_cdc.capture import native
 from mysql_cdc.capture.snapshot import LeaderSnapshot, SnapshotError, SnapshotTableWriter
-from mysql_cdc.capture.writer import WriterLimits
+from mysql_cdc.capture.table_changes import WriterLimits
 from mysql_cdc.settings import MySQLSettings
 from mysql_cdc.storage import open_store
 

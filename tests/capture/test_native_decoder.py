@@ -22,7 +22,7 @@ import pytest
 
 from mysql_cdc.capture import native
 from mysql_cdc.capture.events import CaptureError
-from mysql_cdc.capture.extract import extract_range
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range
 from mysql_cdc.contracts import PositionRange, RowSegment
 from mysql_cdc.settings import ExtractOptions, MySQLSettings
 from mysql_cdc.storage import open_store
@@ -191,7 +191,8 @@ def _extract_both(settings, tmp_path, range_):
     batches = {}
     for decoder in ("python", "native"):
         store = open_store(f"file://{tmp_path}/{decoder}")
-        batch = extract_range(settings, store, "p", range_, options=ExtractOptions(workers=1, decoder=decoder))
+        batch = extract_range(settings, RangeRequest("p", range_), BatchTarget(store),
+                              ExtractOptions(workers=1, decoder=decoder))
         batches[decoder] = _tables(store, batch)
     return batches
 
@@ -244,8 +245,8 @@ def _refusals(settings, tmp_path, range_) -> dict[str, str]:
     messages = {}
     for decoder in ("python", "native"):
         with pytest.raises(CaptureError) as caught:
-            extract_range(settings, open_store(f"file://{tmp_path}/{decoder}"), "p", range_,
-                          options=ExtractOptions(workers=1, decoder=decoder))
+            extract_range(settings, RangeRequest("p", range_), BatchTarget(open_store(f"file://{tmp_path}/{decoder}")),
+                          ExtractOptions(workers=1, decoder=decoder))
         messages[decoder] = str(caught.value)
     return messages
 
@@ -286,7 +287,8 @@ def test_text_in_another_character_set_is_read_by_the_reference_decoder(leader, 
                     f"INSERT INTO {unique_name}.latin VALUES (1, 'naïve café')",
                     f"INSERT INTO {unique_name}.utf VALUES (1, 'naïve café 😀')"])
     store = open_store(f"file://{tmp_path}/store")
-    batch = extract_range(settings, store, "p", PositionRange(start, leader_position(settings)))
+    batch = extract_range(settings, RangeRequest("p", PositionRange(start, leader_position(settings))),
+                          BatchTarget(store))
     values = {t: parts[0].column("s").to_pylist() for t, _, parts in _tables(store, batch)}
     assert values == {"latin": ["naïve café"], "utf": ["naïve café 😀"]}
     assert native_pushes == ["utf"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mysql_cdc.capture.extract import CaptureError, extract_range
+from mysql_cdc.capture.extract import CaptureError, BatchTarget, RangeRequest, extract_range
 from mysql_cdc.capture.leader import Leader, PreflightError
 from mysql_cdc.contracts import BinlogPosition, InvalidPosition, PositionRange
 from mysql_cdc.settings import MySQLSettings
@@ -17,7 +17,7 @@ def store(tmp_path):
 
 
 def _extract(settings, store, start, end):
-    return extract_range(settings, store, "p", PositionRange(start, end))
+    return extract_range(settings, RangeRequest("p", PositionRange(start, end)), BatchTarget(store))
 
 
 def test_binlog_disabled(follower_user, store):

@@ -5,9 +5,9 @@ import io
 import boto3
 import pyarrow.parquet as pq
 
-from mysql_cdc.capture.extract import extract_range, split_range
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range, split_range
 from mysql_cdc.capture.leader import BinlogFile
-from mysql_cdc.capture.writer import WriterLimits
+from mysql_cdc.capture.table_changes import WriterLimits
 from mysql_cdc.contracts import BinlogPosition, PositionRange, RowSegment
 from mysql_cdc.storage import list_batches, open_store, read_batch
 
@@ -68,11 +68,11 @@ def test_same_range_twice_gives_identical_batch_and_missing_manifest_is_ignored(
     end = leader_position(leader_settings)
     range_ = PositionRange(start, end)
 
-    first = extract_range(leader_settings, store, "p", range_)
+    first = extract_range(leader_settings, RangeRequest("p", range_), BatchTarget(store))
     snapshot = {k: store.get_bytes(k) for k in store.list_keys(first.prefix)}
     # a stale file from a crashed earlier attempt must not survive re-extraction
     store.put_bytes(f"{first.prefix}/seg-00099/stale.parquet", b"junk")
-    second = extract_range(leader_settings, store, "p", range_)
+    second = extract_range(leader_settings, RangeRequest("p", range_), BatchTarget(store))
     assert second == first
     assert {k: store.get_bytes(k) for k in store.list_keys(second.prefix)} == snapshot
 
@@ -82,7 +82,7 @@ def test_same_range_twice_gives_identical_batch_and_missing_manifest_is_ignored(
     store.put_bytes(f"{orphan_prefix}/seg-00000/x.parquet", b"partial")
     assert read_batch(store, orphan_prefix) is None
     assert [b.batch_id for b in list_batches(store, "p")] == [first.batch_id]
-    assert half.empty and extract_range(leader_settings, store, "p", half) is None
+    assert half.empty and extract_range(leader_settings, RangeRequest("p", half), BatchTarget(store)) is None
 
 
 def test_extract_to_s3_endpoint(leader, leader_settings, s3_bucket, unique_name):
@@ -95,7 +95,8 @@ def test_extract_to_s3_endpoint(leader, leader_settings, s3_bucket, unique_name)
     start = leader_position(leader_settings)
     leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id BIGINT UNSIGNED PRIMARY KEY)",
                      f"INSERT INTO {db}.t VALUES (18446744073709551615)"])
-    batch = extract_range(leader_settings, store, "pipe", PositionRange(start, leader_position(leader_settings)))
+    batch = extract_range(leader_settings, RangeRequest("pipe", PositionRange(start, leader_position(leader_settings))),
+                          BatchTarget(store))
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket["bucket"])["Contents"]]
     assert f"cdc/root/{batch.prefix}/manifest.json" in keys
     (seg,) = [s for s in batch.segments if isinstance(s, RowSegment)]
@@ -144,8 +145,8 @@ def test_create_table_select_and_non_transactional_tables(leader, leader_setting
     assert [r["id"] for r in captured.rows(myisam_rows, "c")] == [5]
     # a range may resume right after the DDL inside that transaction (a checkpoint the merge job
     # records there); it yields the rest of the transaction
-    resumed = extract_range(leader_settings, open_store(f"file://{tmp_path}/resume"), "p",
-                            PositionRange(ctas.end, captured.batch.end))
+    resumed = extract_range(leader_settings, RangeRequest("p", PositionRange(ctas.end, captured.batch.end)),
+                            BatchTarget(open_store(f"file://{tmp_path}/resume")))
     assert [(s.kind, getattr(s, "action", None)) for s in resumed.segments] == [
         ("rows", None), ("ddl", "create_table"), ("rows", None)]
     assert resumed.segments[0].tables[0].row_count == 2

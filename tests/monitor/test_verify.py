@@ -13,8 +13,11 @@ import pytest
 
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.contracts import Checkpoint, ensure_checkpoint_table, write_checkpoint
-from mysql_cdc.monitor.verify import latest_verification, verify_pipeline
+from mysql_cdc.contracts import Checkpoint
+from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint
+from mysql_cdc.monitor.verify import verify_pipeline
+from mysql_cdc.state.mysql import MySQLStateStore
+from mysql_cdc.state.mysql.history import latest_verification
 from mysql_cdc.settings import MySQLSettings, VerifyOptions
 
 TABLES = [
@@ -64,7 +67,7 @@ def follow(servers):
 
 def verify(twins, **options):
     db, leader, follower, pipeline = twins
-    return verify_pipeline(pipeline, leader, follower, TableFilter((f"{db}.*",)),
+    return verify_pipeline(pipeline, leader, follower, MySQLStateStore(follower), TableFilter((f"{db}.*",)),
                            VerifyOptions(**{"chunk_rows": 3, "rechecks": 0, **options}), log=lambda _: None)
 
 
@@ -116,7 +119,7 @@ def test_a_difference_that_a_merge_resolves_is_not_drift(twins, lead, follow):
         time.sleep(1.5)
         conn = follower_settings.connect(autocommit=False)
         try:
-            ensure_checkpoint_table(conn)
+            ensure_state_tables(conn)
             with conn.cursor() as cur:
                 cur.execute(f"UPDATE `{db}`.items SET price = 99 WHERE id = 8")
             write_checkpoint(conn, Checkpoint(pipeline, position))

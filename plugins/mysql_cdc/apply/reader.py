@@ -101,7 +101,16 @@ def read_units(storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
             file, part, parts = units[index]
             store = store or storage.open()  # one client per task, made on first use
             key = f"{batch_prefix}/{file}"
-            parquet = pq.ParquetFile(io.BytesIO(store.get_bytes(key)))
-            for group in range(part, parquet.num_row_groups, parts):
-                rows = _conform(parquet.read_row_group(group, columns=schema.names), schema, key)
-                yield from rows.to_batches(max_chunksize=10_000)
+            if parts == 1:  # the whole file: one GET is the cheapest way to all of it
+                yield from _read_groups(pq.ParquetFile(io.BytesIO(store.get_bytes(key))), 0, 1, schema, key)
+            else:  # a share of its row groups: read the footer, then only those groups' bytes
+                with store.open_reader(key) as source:
+                    yield from _read_groups(pq.ParquetFile(source), part, parts, schema, key)
+
+
+def _read_groups(parquet: pq.ParquetFile, part: int, parts: int, schema: pa.Schema,
+                 where: str) -> Iterator[pa.RecordBatch]:
+    """The row groups ``part, part + parts, ...`` of an open Parquet file, conformed to ``schema``."""
+    for group in range(part, parquet.num_row_groups, parts):
+        rows = _conform(parquet.read_row_group(group, columns=schema.names), schema, where)
+        yield from rows.to_batches(max_chunksize=10_000)

@@ -15,11 +15,6 @@ from dataclasses import asdict, dataclass, field, fields
 SUMMARY_ENV = "MYSQL_CDC_SUMMARY_FILE"
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 table``, ``2 tables``: how every count reads in logs and on the page."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
 @dataclass
 class TableReport:
     table: str

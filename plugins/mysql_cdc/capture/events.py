@@ -3,7 +3,7 @@ change batch, or refused.
 
 mysql-replication turns event types it does not know into ``NotImplementedEvent`` and moves on;
 a compressed binlog once became a batch of 0 rows that way, with no error. So the capture never
-relies on the library to say that something was skipped: ``BatchBuilder`` dispatches the events it
+relies on the library to say that something was skipped: ``BinlogCapture`` dispatches the events it
 handles, lets through only the ones listed here as carrying nothing, and stops on anything else
 with ``UnknownEventError``, which names the event type, its position, the server setting that
 produces it and what to do.

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from ..contracts import CHECKPOINT_SCHEMA, DdlTarget
+from ..contracts import RESERVED_SCHEMA, DdlTarget
 
 # Never captured: the server's own schemas, and the follower checkpoint schema (a follower can be
 # another pipeline's leader).
-SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys", CHECKPOINT_SCHEMA})
+SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys", RESERVED_SCHEMA})
 
 
 def _check(pattern: str, field: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pymysql
 
@@ -31,6 +31,13 @@ class PurgedPositionError(PreflightError):
 class BinlogFile:
     name: str
     size: int
+
+
+def purged(position: BinlogPosition, files: Sequence[BinlogFile]) -> bool:
+    """Whether ``position`` is gone from a leader whose binlog is ``files`` (SHOW BINARY LOGS):
+    before its first file, or in a file it no longer lists. The one test of it, for the range
+    preflight and for ``on_purged``."""
+    return not files or position < BinlogPosition(files[0].name, 4) or position.file not in {f.name for f in files}
 
 
 class Leader:
@@ -231,12 +238,16 @@ class Leader:
                 f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO '{self.settings.user}'@'%'"
             )
 
+    def is_purged(self, position: BinlogPosition) -> bool:
+        """Whether the leader no longer holds the binlog at ``position`` (``purged``)."""
+        return purged(position, self.binlog_files())
+
     def check_range(self, range_: PositionRange) -> None:
         """The range must still be on the leader and must not run past its current position."""
         files = self.binlog_files()
         names = [f.name for f in files]
         earliest = BinlogPosition(files[0].name, 4) if files else None
-        if earliest is None or range_.start < earliest or range_.start.file not in names:
+        if purged(range_.start, files):
             raise PurgedPositionError(
                 f"start position {range_.start} is no longer on the leader: its binlog was purged "
                 f"(earliest available position is {earliest}). The changes in between are lost to "

@@ -3,7 +3,7 @@
 This module is its only caller. The compiled part does one narrow thing: the bytes of rows events
 and their table map in, Arrow arrays out, with no Python object per value. mysql-replication still
 reads the stream, frames events, parses table maps and tracks positions; for a table the compiled
-decoder takes, ``BatchBuilder`` never asks the library for the rows.
+decoder takes, ``BinlogCapture`` never asks the library for the rows.
 
 Which tables it takes: every column needs a ``NativePlan`` (``types.py``, beside the reference
 converter of the same column, so both decoders agree on the Arrow type), and the pipeline's

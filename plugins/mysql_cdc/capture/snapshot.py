@@ -38,7 +38,7 @@ from .filters import TableFilter
 from .events import SnapshotError, zero_date_error
 from .leader import PreflightError
 from .native import ResultRows
-from .writer import RollingParquetFiles, WriterLimits
+from .table_changes import RollingParquetFiles, WriterLimits
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,6 @@ from urllib.parse import quote
 import pymysql
 
 from ..contracts import (
-    MANIFEST_NAME,
     BinlogPosition,
     ChangeBatch,
     ColumnSpec,
@@ -64,13 +63,13 @@ from ..contracts import (
 )
 from ..faults import crash_point
 from ..settings import MySQLSettings, SnapshotOptions
-from ..storage import ObjectStore, StorageSpec, local_temp_dir
-from .extract import PART_MANIFEST, extract_range
+from ..storage import ObjectStore, StorageSpec, commit_batch, local_temp_dir
+from .extract import PART_MANIFEST, BatchTarget, RangeRequest, extract_range
 from .filters import TableFilter
 from .leader import Leader
 from .snapshot import LeaderSnapshot, SnapshotError, SnapshotTableWriter, quote_name
 from .workers import worker_pool
-from .writer import WriterLimits
+from .table_changes import WriterLimits
 
 log = logging.getLogger(__name__)
 
@@ -444,11 +443,11 @@ class _Copy:
         if first == last:
             return None
         rel = f"{table.rel_dir}/catch-up"
-        batch = extract_range(
-            self.settings, self.store, self.pipeline, PositionRange(first, last),
-            TableFilter((glob.escape(table.qualified_name),)), self.limits, prefix=f"{plan.prefix}/{rel}",
-            track_gtids=False, manifest_name=PART_MANIFEST,
-        )
+        request = RangeRequest(self.pipeline, PositionRange(first, last),
+                               TableFilter((glob.escape(table.qualified_name),)), track_gtids=False)
+        batch = extract_range(self.settings, request, BatchTarget(self.store, prefix=f"{plan.prefix}/{rel}",
+                                                                  manifest_name=PART_MANIFEST),
+                              limits=self.limits)
         if batch is None:
             return None
         if any(not isinstance(s, RowSegment) for s in batch.segments) or len(batch.segments) > 1:
@@ -520,7 +519,7 @@ class _Copy:
             row_count=sum(s.row_count for s in segments), start_gtid_set=plan.start_gtid_set,
             leader_id=plan.leader_id,
         )
-        self.store.put_bytes(f"{plan.prefix}/{MANIFEST_NAME}", batch.to_json().encode())
+        commit_batch(self.store, plan.prefix, batch)
         self.store.delete_prefix(_in_progress_key(self.pipeline, self.digest))
         return batch
 

@@ -1,4 +1,4 @@
-"""The shared contracts (position, change batch, change row, checkpoint).
+"""The shared contracts (position, change batch, change row, checkpoint, replay rule).
 
 Imported by the Airflow plugin and shipped to the Spark merge job: there is one definition of each.
 Nothing here imports Airflow or Spark.
@@ -24,20 +24,13 @@ from .batch import (
     batches_prefix,
 )
 from .checkpoint import (
-    CHECKPOINT_SCHEMA,
+    RESERVED_SCHEMA,
     COPYING,
     SWAPPING,
     DONE,
     Checkpoint,
     TablePosition,
     TablePositions,
-    ensure_checkpoint_table,
-    read_checkpoint,
-    read_table_positions,
-    rebase_checkpoint,
-    start_snapshot,
-    write_checkpoint,
-    write_table_position,
 )
 from .position import POSITION_PATTERN, BinlogPosition, InvalidPosition, PositionRange
 from .replay import (
@@ -48,6 +41,7 @@ from .replay import (
     SnapshotPendingError,
     already_applied,
     checkpoint_after_copies,
+    checkpoint_at_end,
     OtherLeaderError,
     plan_replay,
     same_leader,
@@ -66,12 +60,8 @@ __all__ = [
     "tables_digest",
     "TablePosition",
     "TablePositions",
-    "read_table_positions",
-    "rebase_checkpoint",
     "snapshot_batch_id",
-    "start_snapshot",
     "table_position",
-    "write_table_position",
     "POSITION_PATTERN",
     "MissingCheckpointError",
     "RangeGapError",
@@ -79,11 +69,12 @@ __all__ = [
     "ReplayPlan",
     "already_applied",
     "checkpoint_after_copies",
+    "checkpoint_at_end",
     "OtherLeaderError",
     "plan_replay",
     "same_leader",
     "require_checkpoint",
-    "CHECKPOINT_SCHEMA",
+    "RESERVED_SCHEMA",
     "MANIFEST_NAME",
     "BinlogPosition",
     "ChangeBatch",
@@ -100,7 +91,4 @@ __all__ = [
     "batch_id_for",
     "batch_prefix",
     "batches_prefix",
-    "ensure_checkpoint_table",
-    "read_checkpoint",
-    "write_checkpoint",
 ]

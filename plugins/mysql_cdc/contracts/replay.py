@@ -4,7 +4,10 @@ A checkpoint is a transaction boundary P: the follower equals the leader as of P
 one definition of the rule; the Airflow side asks it before starting Spark (a bad backfill fails
 in a second), the merge job asks it again under the checkpoint's row lock.
 
-- ``end <= P``: everything is already applied: a no-op (replays and backfills of applied ranges).
+- ``end <= P``: everything is already applied: a no-op (replays of applied ranges).
+- a batch whose changes after P touched no captured table (none at all, or only DDL a copy
+  already holds) moves the checkpoint to its end and nothing else (``ReplayPlan.moves_only``):
+  the Airflow side does that without Spark, the job when it meets one.
 - ``start > P``: the changes in ``[P, start)`` were never applied: a gap, an error.
 - otherwise the segments whose ``end > P`` are applied in order; inside the one segment that may
   straddle P (a batch re-extracted with other boundaries), a row is applied iff its event
@@ -68,10 +71,26 @@ def already_applied(range_: PositionRange, checkpoint: Checkpoint | None, pipeli
 @dataclass(frozen=True)
 class ReplayPlan:
     segments: tuple[Segment, ...]  # still to apply, in binlog order
+    # the checkpoint once the batch is applied, for a stream batch not yet applied (a snapshot's
+    # copies move it through ``checkpoint_after_copies``)
+    end: Checkpoint | None = None
 
     @property
     def noop(self) -> bool:
-        return not self.segments
+        """Nothing to do: no segment to apply and no checkpoint to move."""
+        return not self.segments and self.end is None
+
+    @property
+    def moves_only(self) -> bool:
+        """Only the checkpoint moves (to ``end``): nothing captured is left to apply."""
+        return not self.segments and self.end is not None
+
+
+def checkpoint_at_end(batch: ChangeBatch, checkpoint: Checkpoint) -> Checkpoint:
+    """The checkpoint at a stream batch's end: its position, sets and batch id; the last GTID is
+    the batch's (or, when the batch knows none, the last one applied before it)."""
+    return Checkpoint(batch.pipeline, batch.end, batch.end_gtid or checkpoint.gtid, batch.batch_id,
+                      gtid_set=batch.end_gtid_set, leader_id=batch.leader_id)
 
 
 class SnapshotPendingError(ReplayError):
@@ -161,7 +180,7 @@ def plan_replay(batch: ChangeBatch, checkpoint: Checkpoint | None,
                 f"batch {batch.batch_id} continues with {_describe(first)}; apply the batch that holds "
                 f"that DDL (a range starting at {pending})"
             )
-    return ReplayPlan(segments)
+    return ReplayPlan(segments, checkpoint_at_end(batch, checkpoint))
 
 
 def _describe(segment: Segment | None) -> str:

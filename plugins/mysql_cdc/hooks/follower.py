@@ -1,169 +1,76 @@
-"""The follower: the pipeline's checkpoint row, read and created from the Airflow side.
+"""The follower as the Airflow side reaches it: its spec (kind and settings, from the Airflow
+connection) and its state store (``mysql_cdc.state``).
 
-Only the merge job writes follower data. The Airflow side creates the checkpoint before the first
-merge (the job requires it) and moves it across batches that captured nothing.
+Only the merge job writes follower data. The Airflow side reads the pipeline's state, and moves
+the checkpoint only where no row moves with it: its creation before the first merge, an empty
+batch, a failover's rebase, a snapshot's start.
 """
 
 from __future__ import annotations
 
-from ..contracts import (
-    TablePosition,
-    TablePositions,
-    rebase_checkpoint,
-    read_table_positions,
-    start_snapshot,
-    BinlogPosition,
-    ChangeBatch,
-    Checkpoint,
-    ensure_checkpoint_table,
-    read_checkpoint,
-    write_checkpoint,
-)
-from ..contracts import history
-from ..settings import MySQLSettings
+import asyncio
+from functools import cached_property
+from typing import Any, Mapping
+
+from airflow.sdk import BaseHook
+
+from ..followers import DELTA, KINDS, MYSQL, FollowerSpec
+from ..state import StateStore
 from .connections import MySQLConnectionHook
-
-
-def checkpoint_of(settings: MySQLSettings, pipeline: str) -> Checkpoint | None:
-    """The pipeline's checkpoint on the follower; None before the first run created it.
-
-    A plain function of settings (not a hook method) so the trigger can call it in a worker
-    thread without touching Airflow's connection machinery there.
-    """
-    conn = connect_follower(settings)
-    try:
-        return read_checkpoint(conn, pipeline)
-    finally:
-        conn.close()
-
-
-def table_positions_of(settings: MySQLSettings, pipeline: str) -> TablePositions:
-    """The pipeline's per-table positions on the follower (none before any snapshot)."""
-    conn = connect_follower(settings)
-    try:
-        return read_table_positions(conn, pipeline)
-    finally:
-        conn.close()
-
-
-def connect_follower(settings: MySQLSettings):
-    """A follower session; a connection failure says it is the follower."""
-    import pymysql
-
-    try:
-        return settings.connect()
-    except pymysql.err.OperationalError as exc:
-        raise ConnectionError(
-            f"cannot connect to {settings.describe('follower')}: {exc.args[-1]}"
-        ) from None
+from .storage import BatchStorageHook
 
 
 class FollowerHook(MySQLConnectionHook):
-    """The pipeline's checkpoint row in the follower."""
+    """A MySQL follower, from a ``mysql`` connection."""
 
     default_conn_name = "mysql_follower"
     hook_name = "MySQL CDC follower"
     role = "follower"
 
-    def read_checkpoint(self, pipeline: str) -> Checkpoint | None:
-        return checkpoint_of(self.settings, pipeline)
+    def spec(self) -> FollowerSpec:
+        """The follower's kind and settings (secrets included: for the merge job's secrets file)."""
+        return FollowerSpec.mysql(self.settings)
 
-    def initialize_checkpoint(self, pipeline: str, position: BinlogPosition, gtid_set: str | None = None,
-                              leader_id: str | None = None) -> Checkpoint:
-        """Create the checkpoint at ``position`` unless one exists; returns the one in force.
+    async def aspec(self) -> FollowerSpec:
+        """The same for triggers, without blocking the triggerer's event loop."""
+        return FollowerSpec.mysql(await self.asettings())
 
-        Insert-if-absent under a row lock: two first runs racing (a manual trigger beside the
-        scheduled one) must not let the later one move a checkpoint the earlier merge advanced.
-        """
-        conn = connect_follower(self.settings)
-        try:
-            ensure_checkpoint_table(conn)
-            conn.begin()
-            existing = read_checkpoint(conn, pipeline, for_update=True)
-            if existing is None:
-                write_checkpoint(conn, Checkpoint(pipeline=pipeline, position=position, gtid_set=gtid_set,
-                                                  leader_id=leader_id))
-            conn.commit()
-        finally:
-            conn.close()
-        if existing is not None:
-            self.log.info("pipeline %s already has checkpoint %s; keeping it", pipeline, existing.position)
-            return existing
-        self.log.info("pipeline %s starts at %s (checkpoint created)", pipeline, position)
-        return self.read_checkpoint(pipeline)
+    @cached_property
+    def state(self) -> StateStore:
+        """The pipeline state store of this follower."""
+        return self.spec().state_store()
 
-    def advance_over_empty_batch(self, batch: ChangeBatch) -> bool:
-        """Move the checkpoint across a batch that captured nothing, without starting Spark.
 
-        A batch with no segments changes no follower row, so "checkpoint in the same transaction
-        as the rows it covers" holds trivially. Compare-and-set: only when the checkpoint sits
-        exactly at the batch start with no DDL in flight; otherwise False and the merge job decides.
-        """
-        conn = connect_follower(self.settings)
-        try:
-            conn.begin()
-            current = read_checkpoint(conn, batch.pipeline, for_update=True)
-            if (
-                batch.segments
-                or current is None
-                or current.position != batch.start
-                or current.pending_ddl_pos is not None
-            ):
-                conn.rollback()
-                return False
-            write_checkpoint(
-                conn,
-                Checkpoint(
-                    pipeline=batch.pipeline,
-                    position=batch.end,
-                    gtid=batch.end_gtid or current.gtid,
-                    batch_id=batch.batch_id,
-                    gtid_set=batch.end_gtid_set,
-                    leader_id=batch.leader_id,
-                ),
-            )
-            conn.commit()
-            return True
-        finally:
-            conn.close()
+class DeltaFollowerHook(BaseHook):
+    """A Delta Lake follower at ``location`` (``s3://`` through ``aws_conn_id``, or ``file://``)."""
 
-    def table_positions(self, pipeline: str) -> TablePositions:
-        return table_positions_of(self.settings, pipeline)
+    hook_name = "MySQL CDC Delta Lake follower"
 
-    def start_snapshot(self, batch: ChangeBatch) -> Checkpoint:
-        """Record a snapshot batch as unfinished (and a first checkpoint at its position)."""
-        conn = connect_follower(self.settings)
-        try:
-            return start_snapshot(conn, batch)
-        finally:
-            conn.close()
+    def __init__(self, location: str, aws_conn_id: str | None = BatchStorageHook.default_conn_name):
+        super().__init__()
+        self.location = location
+        self.aws_conn_id = aws_conn_id
 
-    def rebase(self, checkpoint: Checkpoint, position: BinlogPosition, leader_id: str) -> list[TablePosition]:
-        """Move the checkpoint onto a new leader's binlog (``contracts.rebase_checkpoint``);
-        returns the tables whose copies must be made again there."""
-        conn = connect_follower(self.settings)
-        try:
-            return rebase_checkpoint(conn, checkpoint, position, leader_id)
-        finally:
-            conn.close()
+    def spec(self) -> FollowerSpec:
+        """The location with the S3 options a process outside Airflow needs (the merge job)."""
+        return FollowerSpec.delta(BatchStorageHook(self.location, self.aws_conn_id).spec())
 
-    # -- the batch history (contracts.history) ------------------------------------------------
+    async def aspec(self) -> FollowerSpec:
+        # the amazon provider's credential chain is blocking: a worker thread, not the event loop
+        return await asyncio.to_thread(self.spec)
 
-    def _history(self, write, *args) -> None:
-        conn = connect_follower(self.settings)
-        try:
-            write(conn, *args)
-        finally:
-            conn.close()
+    @cached_property
+    def state(self) -> StateStore:
+        return self.spec().state_store()
 
-    def record_extracted(self, record: history.BatchRecord) -> None:
-        self._history(history.record_extracted, record)
 
-    def record_merged(self, pipeline: str, run_id: str, net_rows: int, seconds: float) -> None:
-        self._history(history.record_merged, pipeline, run_id, net_rows, seconds)
-
-    def record_failed(self, pipeline: str, run_id: str, kind: str, error: str) -> None:
-        self._history(history.record_failed, pipeline, run_id, kind, error)
-
-    def record_failed_try(self, failed: history.FailedTry) -> None:
-        self._history(history.record_failed_try, failed)
+def follower_hook(follower_conn_id: str | None, follower: Mapping[str, Any] | None = None
+                  ) -> FollowerHook | DeltaFollowerHook:
+    """The hook of a pipeline's follower: a MySQL server by its connection id, or the follower the
+    pipelines file describes (``pipeline_config.FollowerConfig.to_json``: JSON-safe, so operators
+    and triggers carry it as it is)."""
+    if follower is None or follower.get("kind", MYSQL) == MYSQL:
+        return FollowerHook(follower_conn_id)
+    if follower.get("kind") == DELTA:
+        return DeltaFollowerHook(follower["location"], follower.get("aws_conn_id"))
+    raise ValueError(f"follower kind {follower.get('kind')!r} is unknown; the kinds are {sorted(KINDS)}")

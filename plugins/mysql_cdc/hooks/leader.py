@@ -5,14 +5,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
-from ..capture.extract import extract_range
+from ..capture.extract import BatchTarget, RangeRequest, extract_range
 from ..capture.failover import find_position
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader, PreflightError
 from ..capture.snapshot_copy import snapshot_tables
 from ..settings import ExtractOptions, SnapshotOptions
-from ..contracts import BinlogPosition, ChangeBatch, PositionRange, TablePositions
-from ..storage import ObjectStore, StorageSpec
+from ..contracts import BinlogPosition, ChangeBatch, PositionRange
 from .connections import MySQLConnectionHook
 
 
@@ -71,24 +70,20 @@ class LeaderHook(MySQLConnectionHook):
             leader.check_range(PositionRange(position, current))  # purged? inside a real file?
             return position
 
-    def snapshot(self, storage: StorageSpec, store: ObjectStore, pipeline: str, table_filter: TableFilter,
+    def snapshot(self, target: BatchTarget, pipeline: str, table_filter: TableFilter,
                  only: Sequence[str] | None = None, options: SnapshotOptions = SnapshotOptions()) -> ChangeBatch:
-        """Copy the tables (all, or those matching the globs ``only``) into a snapshot batch
-        (``storage``: for the copy's worker processes, which open their own ``store``)."""
-        return snapshot_tables(self.settings, storage, pipeline, table_filter, only, options=options, store=store)
+        """Copy the tables (all, or those matching the globs ``only``) into a snapshot batch in
+        ``target`` (its ``storage`` is what the copy's worker processes open)."""
+        return snapshot_tables(self.settings, target.storage, pipeline, table_filter, only, options=options,
+                               store=target.store)
 
     def is_purged(self, position: BinlogPosition) -> bool:
         """Whether the leader no longer holds the binlog at ``position``."""
         with self._leader() as leader:
-            files = leader.binlog_files()
-        return not files or position < BinlogPosition(files[0].name, 4) or position.file not in {f.name for f in files}
+            return leader.is_purged(position)
 
-    def extract(self, storage: StorageSpec, store: ObjectStore, pipeline: str, range_: PositionRange,
-                table_filter: TableFilter, start_gtid: str | None = None, positions: TablePositions = TablePositions(),
-                start_gtid_set: str | None = None, options: ExtractOptions = ExtractOptions()) -> ChangeBatch | None:
-        """Write the change batch of ``range_`` (manifest last); None when the range is empty.
-        ``positions``: tables copied by a snapshot, whose events before their copy are skipped;
-        ``start_gtid_set``: the executed GTID set at the range's start, when known; ``storage``:
-        for the reader processes of a long range, which open their own ``store``."""
-        return extract_range(self.settings, store, pipeline, range_, table_filter, start_gtid=start_gtid,
-                             positions=positions, start_gtid_set=start_gtid_set, storage=storage, options=options)
+    def extract(self, request: RangeRequest, target: BatchTarget,
+                options: ExtractOptions = ExtractOptions()) -> ChangeBatch | None:
+        """Write the change batch of ``request`` to ``target`` (manifest last); None when the range
+        is empty (``capture.extract``)."""
+        return extract_range(self.settings, request, target, options)

@@ -30,12 +30,13 @@ from typing import Any, Iterator, Mapping, Sequence
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from ..contracts import ChangeBatch, Checkpoint, already_applied, plan_replay
+from ..contracts import ChangeBatch, Checkpoint, plan_replay
 from ..packaging import MERGE_JOB, build_py_files, driver_java_options
 from ..apply.report import SUMMARY_ENV, JobOutcome, MergeSummary
+from ..followers import SubmitNeeds
 from ..settings import SECRETS_ENV, JobSecrets
 from .connections import required_connection
-from .follower import FollowerHook
+from .follower import DeltaFollowerHook, FollowerHook, follower_hook
 from .storage import BatchStorageHook
 
 
@@ -77,17 +78,18 @@ class MergePlan:
 class JobInputs:
     py_files: str
     env: dict[str, str]
+    needs: SubmitNeeds = SubmitNeeds()  # the follower kind's jars and Spark properties
 
 
 def submit_arguments(manifest_uris: str | Sequence[str], inputs: JobInputs, name: str, conf: Mapping[str, Any],
-                     spark_binary: str) -> dict[str, Any]:
+                     spark_binary: str, needs: SubmitNeeds = SubmitNeeds()) -> dict[str, Any]:
     """The ``SparkSubmitHook`` arguments of one merge of ``manifest_uris`` (one, or several applied
     in order): no secret among them (they travel in the file named by ``inputs.env``), so the
     command line it logs is safe as it is."""
     if isinstance(manifest_uris, str):
         manifest_uris = [manifest_uris]
-    return {
-        "conf": driver_java_options(conf),
+    arguments = {
+        "conf": driver_java_options({**dict(needs.conf), **conf}),
         "py_files": inputs.py_files,
         "name": name,
         "application_args": [arg for uri in manifest_uris for arg in ("--manifest-uri", uri)],
@@ -95,6 +97,9 @@ def submit_arguments(manifest_uris: str | Sequence[str], inputs: JobInputs, name
         "spark_binary": spark_binary,
         "deploy_mode": "client",
     }
+    if needs.jars:
+        arguments["jars"] = ",".join(needs.jars)
+    return arguments
 
 
 def bound_to_this_process(binary: str, directory: Path) -> str:
@@ -137,16 +142,18 @@ class MergeJobHook(BaseHook):
 
     hook_name = "MySQL CDC merge job"
 
-    def __init__(self, follower_conn_id: str, storage_uri: str, aws_conn_id: str | None, spark_conn_id: str):
+    def __init__(self, follower_conn_id: str | None, storage_uri: str, aws_conn_id: str | None, spark_conn_id: str,
+                 follower_config: Mapping[str, Any] | None = None):
         super().__init__()
         self.follower_conn_id = follower_conn_id
+        self.follower_config = follower_config
         self.storage_uri = storage_uri
         self.aws_conn_id = aws_conn_id
         self.spark_conn_id = spark_conn_id
 
     @cached_property
-    def follower(self) -> FollowerHook:
-        return FollowerHook(self.follower_conn_id)
+    def follower(self) -> FollowerHook | DeltaFollowerHook:
+        return follower_hook(self.follower_conn_id, self.follower_config)
 
     @cached_property
     def storage(self) -> BatchStorageHook:
@@ -171,31 +178,36 @@ class MergeJobHook(BaseHook):
 
     def _plan_one(self, manifest_uri: str) -> MergePlan:
         batch = self.storage.read_manifest(manifest_uri)
-        checkpoint = self.follower.read_checkpoint(batch.pipeline)
-        positions = self.follower.table_positions(batch.pipeline)
-        left = plan_replay(batch, checkpoint, positions)  # the job's own rule, asked before Spark starts
+        state = self.follower.state
+        checkpoint = state.checkpoint(batch.pipeline)
+        # the job's own rule (``contracts.replay``), asked before Spark starts: a batch it refuses
+        # (a gap, no checkpoint, another leader's, a pending DDL it does not settle) fails here
+        left = plan_replay(batch, checkpoint, state.table_positions(batch.pipeline))
+        what = f"snapshot {batch.batch_id}" if batch.is_snapshot else f"batch {batch.range}"
+        if left.noop:
+            return MergePlan(SKIP, batch, checkpoint, f"{what} is already applied"
+                             + ("" if batch.is_snapshot else f" (checkpoint {checkpoint.position})"))
+        if left.moves_only:
+            return MergePlan(ADVANCE, batch, checkpoint, f"{what} captured no change of this pipeline's tables "
+                             f"after checkpoint {checkpoint.position}")
         if batch.is_snapshot:
-            if left.noop:
-                return MergePlan(SKIP, batch, checkpoint, f"snapshot {batch.batch_id} is already applied")
-            return MergePlan(SUBMIT, batch, checkpoint,
-                             f"applying snapshot {batch.batch_id}: {len(left.segments)} tables at {batch.start}")
-        if already_applied(batch.range, checkpoint, batch.pipeline):
-            return MergePlan(SKIP, batch, checkpoint,
-                             f"batch {batch.range} is already applied (checkpoint {checkpoint.position})")
-        if not batch.segments and checkpoint.position == batch.start and checkpoint.pending_ddl_pos is None:
-            return MergePlan(ADVANCE, batch, checkpoint,
-                             f"batch {batch.range} captured no change of this pipeline's tables")
+            return MergePlan(SUBMIT, batch, checkpoint, f"applying {what}: {len(left.segments)} tables at {batch.start}")
         return MergePlan(SUBMIT, batch, checkpoint,
-                         f"applying batch {batch.range} ({batch.row_count} rows, {len(batch.segments)} segments) "
+                         f"applying {what} ({batch.row_count} rows, {len(batch.segments)} segments) "
                          f"on checkpoint {checkpoint.position}")
 
     def record_merged(self, plan: MergePlan, run_id: str, net_rows: int, seconds: float) -> None:
         """Complete the run's row of the batch history (``contracts.history``)."""
-        self.follower.record_merged(plan.batch.pipeline, run_id, net_rows, round(seconds, 3))
+        self.follower.state.record_merged(plan.batch.pipeline, run_id, net_rows, round(seconds, 3))
 
     def advance(self, plan: MergePlan) -> bool:
-        """Move the checkpoint across an empty batch; False if it moved meanwhile (then submit)."""
-        return self.follower.advance_over_empty_batch(plan.batch)
+        """Move the checkpoint across a batch that only moves it (``ReplayPlan.moves_only``: no
+        follower row changes, so no transaction has rows to share it with), without Spark; False
+        if the checkpoint moved meanwhile (then the job decides)."""
+        state = self.follower.state
+        current = state.checkpoint(plan.batch.pipeline)
+        left = plan_replay(plan.batch, current, state.table_positions(plan.batch.pipeline))
+        return left.moves_only and state.move(current, left.end)
 
     @cached_property
     def spark_connection(self):
@@ -219,7 +231,7 @@ class MergeJobHook(BaseHook):
         binary = spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary"))
         with self.job_inputs() as inputs:
             binary = bound_to_this_process(binary, Path(inputs.py_files).parent)
-            arguments = submit_arguments(manifest_uris, inputs, name, conf, binary)
+            arguments = submit_arguments(manifest_uris, inputs, name, conf, binary, inputs.needs)
             self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **arguments)
             outcome_file = Path(inputs.env[SUMMARY_ENV])
             try:
@@ -243,13 +255,15 @@ class MergeJobHook(BaseHook):
                 f"the merge job {MERGE_JOB} does not exist; deploy spark_jobs/ beside plugins/ "
                 "or set MYSQL_CDC_SPARK_JOBS_DIR to its directory"
             )
-        secrets = JobSecrets(follower=self.follower.settings, storage=self.storage.spec())
+        sink = self.follower.spec()
+        secrets = JobSecrets(sink=sink, storage=self.storage.spec())
         tmp = Path(tempfile.mkdtemp(prefix="mysql-cdc-merge-"))  # mode 0700: private to this user
         try:
             py_files = build_py_files(tmp)
             secrets_file = tmp / "job-secrets.json"
             secrets.write(str(secrets_file))  # created 0600 before a byte is written
             yield JobInputs(py_files=py_files, env={SECRETS_ENV: str(secrets_file),
-                                                    SUMMARY_ENV: str(tmp / "summary.json")})
+                                                    SUMMARY_ENV: str(tmp / "summary.json")},
+                            needs=sink.submit_needs())
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

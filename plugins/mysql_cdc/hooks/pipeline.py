@@ -1,7 +1,8 @@
-"""One pipeline seen whole: its leader, its follower checkpoint and its batch storage.
+"""One pipeline seen whole: its leader, its follower's state and its batch storage.
 
 The sensor asks it whether the leader moved past the checkpoint; the extract operator asks it for
-the next batch (or a backfill's). The rules of which range to read live here, once.
+the next batch (or a replay's). Which kind of read a run makes is one pure function of the
+pipeline's state (``plan_run``); the rest of the hook carries it out.
 """
 
 from __future__ import annotations
@@ -10,21 +11,24 @@ import datetime as dt
 import glob
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseHook
 
+from ..capture.extract import RangeRequest
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
 from ..contracts import (
     BinlogPosition, ChangeBatch, Checkpoint, PositionRange, already_applied, checkpoint_after_copies,
 )
+from ..contracts import TablePositions
 from ..contracts.history import EXTRACTED, BatchRecord
+from ..followers import FollowerSpec
 from ..monitor.heartbeat import write_heartbeat
 from ..monitor.lag import PipelineFigures, pipeline_figures
 from ..monitor.verify import VerificationResult, verify_pipeline
 from ..settings import ExtractOptions, MySQLSettings, SnapshotOptions, VerifyOptions
-from .follower import FollowerHook, checkpoint_of, table_positions_of
+from .follower import DeltaFollowerHook, FollowerHook, follower_hook
 from .leader import LeaderHook
 from .storage import BatchStorageHook
 
@@ -58,10 +62,11 @@ class ChangeStatus:
                 "leader_changed": self.leader_changed}
 
 
-def change_status(leader: MySQLSettings, follower: MySQLSettings, pipeline: str) -> ChangeStatus:
+def change_status(leader: MySQLSettings, follower: FollowerSpec, pipeline: str) -> ChangeStatus:
     """Blocking I/O on plain settings: the trigger runs it in a worker thread."""
-    checkpoint = checkpoint_of(follower, pipeline)
-    pending = table_positions_of(follower, pipeline).pending_batch()
+    state = follower.state_store()
+    checkpoint = state.checkpoint(pipeline)
+    pending = state.table_positions(pipeline).pending_batch()
     with Leader(leader) as server:
         position, leader_id = server.current_position(), server.leader_id
     changed = checkpoint is not None and checkpoint.leader_id is not None and checkpoint.leader_id != leader_id
@@ -78,7 +83,7 @@ class ExtractResult:
     range: PositionRange
     batch: ChangeBatch | None  # None: the range was empty, nothing was written
     manifest_uri: str | None
-    backfill: bool
+    replay: bool  # a range the run was given, not the stream's next
     catch_up: ChangeBatch | None = None
     catch_up_uri: str | None = None
 
@@ -99,7 +104,7 @@ class ExtractResult:
             "segments": len(self.batch.segments),
             "manifest_uri": self.manifest_uri,
             "catch_up": self.catch_up.batch_id if self.catch_up is not None else None,
-            "backfill": self.backfill,
+            "replay": self.replay,
             "kind": self.kind,
         }
 
@@ -108,7 +113,7 @@ class ExtractResult:
         """``snapshot`` (a copy), ``replay`` (a range the run gave) or ``stream`` (the next range)."""
         if self.batch is not None and self.batch.is_snapshot:
             return "snapshot"
-        return "replay" if self.backfill else "stream"
+        return "replay" if self.replay else "stream"
 
     def record(self, run_id: str, seconds: float) -> BatchRecord:
         """The run's row of the batch history."""
@@ -120,6 +125,45 @@ class ExtractResult:
             end_time=dt.datetime.fromtimestamp(end_time, dt.timezone.utc).replace(tzinfo=None) if end_time else None,
             rows_in=batch.row_count + (catch_up.row_count if catch_up else 0), extract_seconds=round(seconds, 3),
         )
+
+
+# What a run reads (``plan_run``): a copy of tables, the rest of an unfinished copy, the stream's
+# next range, or a range the run was given.
+SNAPSHOT, FINISH_SNAPSHOT, STREAM, REPLAY = "snapshot", "finish_snapshot", "stream", "replay"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    action: str
+    reason: str
+    tables: tuple[str, ...] | None = None  # SNAPSHOT: db.table globs (None: every table)
+    batch_id: str | None = None  # FINISH_SNAPSHOT: the unfinished copy's batch
+
+
+def plan_run(checkpoint: Checkpoint | None, positions: TablePositions, *, replay: PositionRange | None,
+             resnapshot: Sequence[str] | None, start_position: str, recopy: Sequence[str] = ()) -> RunPlan:
+    """Which read a run makes, from the pipeline's state and what the run asked for:
+
+    - tables a failover could not carry over (``recopy``) are copied again first;
+    - a replay reads the range it was given (the checkpoint untouched);
+    - an unfinished snapshot (a copy whose merge has not completed) is finished first, whatever
+      the run asked for: no stream batch may pass it;
+    - ``resnapshot`` (db.table globs): a copy of those tables, consistent with the stream;
+    - the first run of a ``start_position: snapshot`` pipeline: a copy of every table;
+    - otherwise the stream: [checkpoint, leader now)."""
+    if recopy:
+        return RunPlan(SNAPSHOT, f"copying again what the failover could not carry over: {list(recopy)}",
+                       tuple(recopy))
+    if replay is not None:
+        return RunPlan(REPLAY, f"replaying {replay}")
+    pending = positions.pending_batch()
+    if pending is not None:
+        return RunPlan(FINISH_SNAPSHOT, f"the snapshot {pending} is unfinished: finishing it first", batch_id=pending)
+    if resnapshot:
+        return RunPlan(SNAPSHOT, f"copying {list(resnapshot)} again", tuple(resnapshot))
+    if start_position == "snapshot" and checkpoint is None:
+        return RunPlan(SNAPSHOT, "the first run of the pipeline copies every table")
+    return RunPlan(STREAM, "the stream's next range")
 
 
 class CdcPipelineHook(BaseHook):
@@ -139,6 +183,7 @@ class CdcPipelineHook(BaseHook):
         on_purged: str = "fail",
         snapshot_options: SnapshotOptions = SnapshotOptions(),
         extract_options: ExtractOptions = ExtractOptions(),
+        follower_config: Mapping[str, Any] | None = None,
     ):
         super().__init__()
         self.pipeline = pipeline
@@ -151,14 +196,15 @@ class CdcPipelineHook(BaseHook):
         self.on_purged = on_purged
         self.snapshot_options = snapshot_options
         self.extract_options = extract_options
+        self.follower_config = follower_config  # a follower the pipelines file describes (not a MySQL connection)
 
     @cached_property
     def leader(self) -> LeaderHook:
         return LeaderHook(self.leader_conn_id)
 
     @cached_property
-    def follower(self) -> FollowerHook:
-        return FollowerHook(self.follower_conn_id)
+    def follower(self) -> FollowerHook | DeltaFollowerHook:
+        return follower_hook(self.follower_conn_id, self.follower_config)
 
     @cached_property
     def storage(self) -> BatchStorageHook:
@@ -167,7 +213,7 @@ class CdcPipelineHook(BaseHook):
         return BatchStorageHook(self.storage_uri, self.aws_conn_id)
 
     def change_status(self) -> ChangeStatus:
-        return change_status(self.leader.settings, self.follower.settings, self.pipeline)
+        return change_status(self.leader.settings, self.follower.spec(), self.pipeline)
 
     # -- operating it (monitor) ---------------------------------------------------------------
 
@@ -175,133 +221,138 @@ class CdcPipelineHook(BaseHook):
         write_heartbeat(self.leader.settings, self.pipeline)
 
     def figures(self, heartbeat: bool = False) -> PipelineFigures:
-        """Lag and history, read live from the leader and the follower (``monitor.lag``)."""
-        return pipeline_figures(self.pipeline, self.leader.settings, self.follower.settings, heartbeat=heartbeat)
+        """Lag and history, read live from the leader and the follower's state (``monitor.lag``)."""
+        return pipeline_figures(self.pipeline, self.leader.settings, self.follower.state, heartbeat=heartbeat)
 
     def verify(self, options: VerifyOptions) -> VerificationResult:
         """Checksum every captured table on both sides (``monitor.verify``); the result is kept."""
-        return verify_pipeline(self.pipeline, self.leader.settings, self.follower.settings, self.table_filter,
-                               options, log=self.log.info)
+        return verify_pipeline(self.pipeline, self.leader.settings, self.follower.settings, self.follower.state,
+                               self.table_filter, options, log=self.log.info)
 
     def record_extract(self, result: ExtractResult, run_id: str, seconds: float) -> None:
         if result.batch is not None:
-            self.follower.record_extracted(result.record(run_id, seconds))
+            self.follower.state.record_extracted(result.record(run_id, seconds))
 
-    def _snapshot(self, only: Sequence[str] | None) -> ExtractResult:
-        """Copy the tables (all, or those matching ``only``) and record the copy as unfinished on
-        the follower, so no stream batch is applied before it."""
-        batch = self.leader.snapshot(self.storage.spec(), self.storage.store, self.pipeline, self.table_filter, only,
-                                     self.snapshot_options)
-        self.follower.start_snapshot(batch)
-        self.log.info("pipeline %s: copied %d tables (%d rows) at %s", self.pipeline, len(batch.segments),
-                      batch.row_count, batch.start)
-        return self._with_catch_up(batch)
+    # -- the run's batch ----------------------------------------------------------------------
 
-    def _with_catch_up(self, copy: ChangeBatch) -> ExtractResult:
-        """The copy, and the stream from where the checkpoint will stand once the copy is applied
-        to the copy's end: every other table (and a copied table past its own position) caught
-        up, so the run ends with every table at ``copy.end``. Without it, the copied tables
-        would stand at the leader's position of the copy and the others at the old checkpoint
-        until the next run: a state the leader never had."""
-        checkpoint = checkpoint_after_copies(copy, self.follower.read_checkpoint(self.pipeline))
-        range_ = PositionRange(checkpoint.position, copy.end)
-        catch_up = None
-        if not range_.empty:
-            self.log.info("pipeline %s: catching up every other table from %s to the copy's %s in this run",
-                          self.pipeline, range_.start, range_.end)
-            positions = self.follower.table_positions(self.pipeline).with_copies(copy)
-            catch_up = self.leader.extract(self.storage.spec(), self.storage.store, self.pipeline, range_,
-                                           self.table_filter, checkpoint.gtid, positions, checkpoint.gtid_set,
-                                           self.extract_options)
-        return ExtractResult(
-            range=range_, batch=copy, manifest_uri=self.storage.manifest_uri(copy), backfill=False,
-            catch_up=catch_up, catch_up_uri=self.storage.manifest_uri(catch_up) if catch_up is not None else None,
-        )
+    def extract(self, replay: PositionRange | None = None, resnapshot: Sequence[str] | None = None) -> ExtractResult:
+        """The run's batch, as ``plan_run`` decides from the state read once here. A leader that
+        is another server than the checkpoint's (a failover) is followed first, unless the run is
+        a resnapshot (how a user recovers when the failover cannot be followed)."""
+        state = self.follower.state
+        checkpoint, recopy = state.checkpoint(self.pipeline), []
+        if not resnapshot:
+            checkpoint, recopy = self._follow_failover(checkpoint)
+        positions = state.table_positions(self.pipeline)  # after a rebase: it drops the old leader's
+        plan = plan_run(checkpoint, positions, replay=replay, resnapshot=resnapshot,
+                        start_position=self.start_position, recopy=recopy)
+        self.log.info("pipeline %s: %s", self.pipeline, plan.reason)
+        if plan.action == SNAPSHOT:
+            return self._snapshot(plan.tables)
+        if plan.action == FINISH_SNAPSHOT:
+            return self._finish_snapshot(plan.batch_id, checkpoint, positions)
+        checkpoint = checkpoint or self._initialize(replay)
+        if plan.action == REPLAY:
+            return self._replay(replay, checkpoint, positions)
+        return self._stream(checkpoint, positions)
 
-    def _finish_snapshot(self, batch_id: str) -> ExtractResult:
-        batch = self.storage.read_batch(self.pipeline, batch_id)
-        if batch is None:  # the batch store lost it: copy the same tables again
-            copying = [f"{p.database}.{p.table}" for p in
-                       self.follower.table_positions(self.pipeline).by_table.values() if p.batch_id == batch_id]
-            self.log.warning("pipeline %s: unfinished snapshot %s is gone from the batch store; copying %s again",
-                             self.pipeline, batch_id, copying)
-            return self._snapshot([glob.escape(t) for t in copying])
-        self.log.info("pipeline %s: finishing the snapshot %s first", self.pipeline, batch_id)
-        return self._with_catch_up(batch)
+    def _stream(self, checkpoint: Checkpoint, positions: TablePositions) -> ExtractResult:
+        """[checkpoint, leader now); with ``on_purged: snapshot``, a copy of every table when that
+        binlog was purged."""
+        range_ = PositionRange(checkpoint.position, self.leader.current_position())
+        if self.on_purged == "snapshot" and self.leader.is_purged(range_.start):
+            self.log.warning("pipeline %s: its binlog from %s was purged; on_purged: snapshot copies every "
+                             "table again", self.pipeline, range_.start)
+            return self._snapshot(None)
+        batch = self._read(range_, checkpoint.gtid, checkpoint.gtid_set, positions)
+        return ExtractResult(range=range_, batch=batch, manifest_uri=self._uri(batch), replay=False)
 
-    def _checkpoint(self, backfill: PositionRange | None) -> Checkpoint:
-        checkpoint = self.follower.read_checkpoint(self.pipeline)
-        if checkpoint is not None:
-            return checkpoint
-        # First run: the checkpoint is written before anything is read, so the range below and
-        # every later one start from a recorded position. A backfill on a new pipeline starts
-        # where it says; a regular run where start_position says.
-        start = backfill.start if backfill else self.leader.resolve_start(self.start_position)
-        return self.follower.initialize_checkpoint(self.pipeline, start, self.leader.gtid_set_at(start),
-                                                   self.leader.leader_id())
+    def _replay(self, range_: PositionRange, checkpoint: Checkpoint, positions: TablePositions) -> ExtractResult:
+        """The given range, the checkpoint untouched (a range it covers merges as a no-op)."""
+        if already_applied(range_, checkpoint, self.pipeline):
+            self.log.info("replay %s is at or before checkpoint %s: its batch is rebuilt, the merge will be a no-op",
+                          range_, checkpoint.position)
+        batch = self._read(range_, None, None, positions)
+        return ExtractResult(range=range_, batch=batch, manifest_uri=self._uri(batch), replay=True)
 
-    def _follow_failover(self) -> list[str]:
+    def _read(self, range_: PositionRange, start_gtid: str | None, start_gtid_set: str | None,
+              positions: TablePositions) -> ChangeBatch | None:
+        self.log.info("pipeline %s: extracting %s", self.pipeline, range_)
+        request = RangeRequest(self.pipeline, range_, self.table_filter, positions, start_gtid, start_gtid_set)
+        return self.leader.extract(request, self.storage.target(), self.extract_options)
+
+    def _uri(self, batch: ChangeBatch | None) -> str | None:
+        return self.storage.manifest_uri(batch) if batch is not None else None
+
+    def _initialize(self, replay: PositionRange | None) -> Checkpoint:
+        """First run: the checkpoint is written before anything is read, so this run's range and
+        every later one start from a recorded position. A replay on a new pipeline starts where it
+        says; a regular run where start_position says."""
+        start = replay.start if replay else self.leader.resolve_start(self.start_position)
+        first = Checkpoint(self.pipeline, start, gtid_set=self.leader.gtid_set_at(start),
+                           leader_id=self.leader.leader_id())
+        checkpoint = self.follower.state.initialize(first)
+        if checkpoint.position == start and checkpoint.batch_id is None:
+            self.log.info("pipeline %s starts at %s (checkpoint created)", self.pipeline, start)
+        else:
+            self.log.info("pipeline %s already has checkpoint %s; keeping it", self.pipeline, checkpoint.position)
+        return checkpoint
+
+    def _follow_failover(self, checkpoint: Checkpoint | None) -> tuple[Checkpoint | None, list[str]]:
         """When the leader connection now reaches another server than the checkpoint's (a
         failover), move the checkpoint onto its binlog by GTID set (``capture.failover``);
-        returns the tables whose copies must be made again there (globs), usually none."""
-        checkpoint = self.follower.read_checkpoint(self.pipeline)
+        returns the checkpoint in force and the tables whose copies must be made again there
+        (globs), usually none."""
         if checkpoint is None or checkpoint.leader_id is None:
-            return []
+            return checkpoint, []
         leader_id = self.leader.leader_id()
         if leader_id == checkpoint.leader_id:
-            return []
+            return checkpoint, []
         position = self.leader.find_position(checkpoint.gtid_set)
-        recopy = self.follower.rebase(checkpoint, position, leader_id)
+        recopy = self.follower.state.rebase(checkpoint, position, leader_id)
         self.log.warning(
             "pipeline %s: the leader is now server %r (the checkpoint's was %r); checkpoint %s is %s on it "
             "(GTID set %s)%s", self.pipeline, leader_id, checkpoint.leader_id, checkpoint.position, position,
             checkpoint.gtid_set, f"; copying again {[p.database + '.' + p.table for p in recopy]}" if recopy else "",
         )
-        return [glob.escape(f"{p.database}.{p.table}") for p in recopy]
+        return self.follower.state.checkpoint(self.pipeline), [glob.escape(f"{p.database}.{p.table}") for p in recopy]
 
-    def extract(self, backfill: PositionRange | None = None, resnapshot: Sequence[str] | None = None) -> ExtractResult:
-        """The run's batch, by what the run is:
+    # -- copies -------------------------------------------------------------------------------
 
-        - a leader that is another server than the checkpoint's (a failover) is followed first:
-          the checkpoint moves onto its binlog by GTID set;
-        - an unfinished snapshot (a copy whose merge has not completed) is finished first: its
-          batch again, whatever the run asked for (a backfill aside);
-        - ``resnapshot`` (db.table globs): a copy of those tables, consistent with the stream;
-        - the first run of a ``start_position: snapshot`` pipeline: a copy of every table;
-        - a regular run: [checkpoint, leader now); with ``on_purged: snapshot``, a copy of every
-          table when that binlog was purged;
-        - a backfill: the given range, checkpoint untouched."""
-        if not resnapshot:  # (a resnapshot is how a user recovers when the failover cannot be followed)
-            recopy = self._follow_failover()
-            if recopy:
-                return self._snapshot(recopy)
-        positions = self.follower.table_positions(self.pipeline)
-        if backfill is None:
-            pending = positions.pending_batch()
-            if pending is not None:
-                return self._finish_snapshot(pending)
-            if resnapshot:
-                return self._snapshot(resnapshot)
-            if self.start_position == "snapshot" and self.follower.read_checkpoint(self.pipeline) is None:
-                return self._snapshot(None)
-        checkpoint = self._checkpoint(backfill)
-        start_gtid_set = None
-        if backfill is None:
-            range_ = PositionRange(checkpoint.position, self.leader.current_position())
-            start_gtid, start_gtid_set = checkpoint.gtid, checkpoint.gtid_set
-            if self.on_purged == "snapshot" and self.leader.is_purged(range_.start):
-                self.log.warning("pipeline %s: its binlog from %s was purged; on_purged: snapshot copies every "
-                                 "table again", self.pipeline, range_.start)
-                return self._snapshot(None)
-        else:
-            if already_applied(backfill, checkpoint, self.pipeline):
-                self.log.info(
-                    "backfill %s is at or before checkpoint %s: its batch is rebuilt, the merge will be a no-op",
-                    backfill, checkpoint.position,
-                )
-            range_, start_gtid = backfill, None
-        self.log.info("pipeline %s: extracting %s", self.pipeline, range_)
-        batch = self.leader.extract(self.storage.spec(), self.storage.store, self.pipeline, range_, self.table_filter,
-                                    start_gtid, positions, start_gtid_set, self.extract_options)
-        manifest_uri = self.storage.manifest_uri(batch) if batch is not None else None
-        return ExtractResult(range=range_, batch=batch, manifest_uri=manifest_uri, backfill=backfill is not None)
+    def _snapshot(self, only: Sequence[str] | None) -> ExtractResult:
+        """Copy the tables (all, or those matching ``only``) and record the copy as unfinished in
+        the state, so no stream batch is applied before it."""
+        batch = self.leader.snapshot(self.storage.target(), self.pipeline, self.table_filter, only,
+                                     self.snapshot_options)
+        checkpoint = self.follower.state.start_snapshot(batch)
+        self.log.info("pipeline %s: copied %d tables (%d rows) at %s", self.pipeline, len(batch.segments),
+                      batch.row_count, batch.start)
+        # the positions as the copy's start left them (a copy of every table drops the others)
+        return self._with_catch_up(batch, checkpoint, self.follower.state.table_positions(self.pipeline))
+
+    def _with_catch_up(self, copy: ChangeBatch, checkpoint: Checkpoint | None,
+                       positions: TablePositions) -> ExtractResult:
+        """The copy, and the stream from where the checkpoint will stand once the copy is applied
+        to the copy's end: every other table (and a copied table past its own position) caught
+        up, so the run ends with every table at ``copy.end``. Without it, the copied tables
+        would stand at the leader's position of the copy and the others at the old checkpoint
+        until the next run: a state the leader never had."""
+        after = checkpoint_after_copies(copy, checkpoint)
+        range_ = PositionRange(after.position, copy.end)
+        catch_up = None
+        if not range_.empty:
+            self.log.info("pipeline %s: catching up every other table from %s to the copy's %s in this run",
+                          self.pipeline, range_.start, range_.end)
+            catch_up = self._read(range_, after.gtid, after.gtid_set, positions.with_copies(copy))
+        return ExtractResult(range=range_, batch=copy, manifest_uri=self.storage.manifest_uri(copy), replay=False,
+                             catch_up=catch_up, catch_up_uri=self._uri(catch_up))
+
+    def _finish_snapshot(self, batch_id: str, checkpoint: Checkpoint | None,
+                         positions: TablePositions) -> ExtractResult:
+        batch = self.storage.read_batch(self.pipeline, batch_id)
+        if batch is None:  # the batch store lost it: copy the same tables again
+            copying = [f"{p.database}.{p.table}" for p in positions.by_table.values() if p.batch_id == batch_id]
+            self.log.warning("pipeline %s: unfinished snapshot %s is gone from the batch store; copying %s again",
+                             self.pipeline, batch_id, copying)
+            return self._snapshot([glob.escape(t) for t in copying])
+        return self._with_catch_up(batch, checkpoint, positions)

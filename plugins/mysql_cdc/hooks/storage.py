@@ -13,6 +13,7 @@ from functools import cached_property
 from airflow.sdk import BaseHook
 
 from ..contracts import MANIFEST_NAME, ChangeBatch, batch_prefix
+from ..capture.extract import BatchTarget
 from ..storage import ObjectStore, StorageSpec, read_batch, read_manifest
 from .connections import required_connection
 
@@ -61,6 +62,10 @@ class BatchStorageHook(BaseHook):
             "aws_secret_access_key": credentials.secret_key,
             "aws_session_token": credentials.token,
         })
+
+    def target(self) -> BatchTarget:
+        """Where the pipeline's batches are written, for capture (``capture.extract``)."""
+        return BatchTarget(self.store, self.spec())
 
     def manifest_uri(self, batch: ChangeBatch) -> str:
         return self.store.uri_of(f"{batch.prefix}/{MANIFEST_NAME}")

@@ -14,10 +14,10 @@ INSERT and UPDATE on ``_mysql_cdc.*`` (docs in the README).
 
 from __future__ import annotations
 
-from ..contracts import CHECKPOINT_SCHEMA
+from ..contracts import RESERVED_SCHEMA
 from ..settings import MySQLSettings
 
-HEARTBEAT_TABLE = f"`{CHECKPOINT_SCHEMA}`.`heartbeat`"
+HEARTBEAT_TABLE = f"`{RESERVED_SCHEMA}`.`heartbeat`"
 
 
 def write_heartbeat(leader: MySQLSettings, pipeline: str) -> None:
@@ -29,7 +29,7 @@ def write_heartbeat(leader: MySQLSettings, pipeline: str) -> None:
         raise ConnectionError(f"cannot connect to {leader.describe('leader')}: {exc.args[-1]}") from None
     try:
         with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{CHECKPOINT_SCHEMA}`")
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{RESERVED_SCHEMA}`")
             cur.execute(f"CREATE TABLE IF NOT EXISTS {HEARTBEAT_TABLE} (pipeline VARCHAR(190) NOT NULL PRIMARY KEY, "
                         "beat_at DATETIME(6) NOT NULL) ENGINE=InnoDB")
             cur.execute(f"INSERT INTO {HEARTBEAT_TABLE} (pipeline, beat_at) VALUES (%s, UTC_TIMESTAMP(6)) "
@@ -37,7 +37,7 @@ def write_heartbeat(leader: MySQLSettings, pipeline: str) -> None:
     except pymysql.err.OperationalError as exc:
         raise PermissionError(
             f"the heartbeat of pipeline {pipeline!r} could not be written on {leader.describe('leader')}: "
-            f"{exc.args[-1]}; grant the account CREATE, INSERT and UPDATE on {CHECKPOINT_SCHEMA}.*, or set heartbeat: false"
+            f"{exc.args[-1]}; grant the account CREATE, INSERT and UPDATE on {RESERVED_SCHEMA}.*, or set heartbeat: false"
         ) from None
     finally:
         conn.close()

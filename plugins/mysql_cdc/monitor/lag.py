@@ -1,4 +1,4 @@
-"""How far behind a pipeline is, read live from its leader and follower.
+"""How far behind a pipeline is, read live from its leader and its follower's state store.
 
 ``bytes_behind`` is binlog bytes between the checkpoint and the leader's position now, across
 files (0 when caught up). ``seconds_behind`` is now minus the leader's commit time of the last
@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..capture.leader import BinlogFile, Leader
-from ..contracts import BinlogPosition, Checkpoint, read_checkpoint
-from ..contracts.history import BatchRecord, last_applied_time, read_history
+from ..contracts import BinlogPosition, Checkpoint
+from ..contracts.history import BatchRecord
+from ..contracts.verification import VerificationResult
 from ..settings import MySQLSettings
-from .verify import VerificationResult, latest_verification
+from ..state import StateStore
 
 
 class LagError(RuntimeError):
@@ -89,7 +90,7 @@ def seconds_behind(applied: dt.datetime | None, caught_up: bool, now: dt.datetim
     return round(max(0.0, (now - applied.replace(tzinfo=dt.timezone.utc)).total_seconds()), 3)
 
 
-def pipeline_figures(name: str, leader: MySQLSettings, follower: MySQLSettings, history: int = 30,
+def pipeline_figures(name: str, leader: MySQLSettings, state: StateStore, history: int = 30,
                      heartbeat: bool = False, now: dt.datetime | None = None) -> PipelineFigures:
     """The pipeline's figures from its servers. With ``heartbeat``, a caught-up pipeline's
     seconds are still counted from the last applied commit (the heartbeat keeps it fresh), so a
@@ -97,14 +98,10 @@ def pipeline_figures(name: str, leader: MySQLSettings, follower: MySQLSettings, 
     now = now or dt.datetime.now(dt.timezone.utc)
     with Leader(leader) as server:
         position, files, leader_id = server.current_position(), server.binlog_files(), server.leader_id
-    conn = follower.connect()
-    try:
-        checkpoint = read_checkpoint(conn, name)
-        records = tuple(read_history(conn, name, history))
-        applied = last_applied_time(conn, name)
-        verification = latest_verification(conn, name)
-    finally:
-        conn.close()
+    checkpoint = state.checkpoint(name)
+    records = tuple(state.history(name, history))
+    applied = state.last_applied_time(name)
+    verification = state.latest_verification(name)
     # a checkpoint taken on another server (a failover the next run follows) has no byte distance
     comparable = checkpoint is not None and checkpoint.leader_id in (None, leader_id)
     behind = bytes_behind(checkpoint.position, position, files) if comparable else None

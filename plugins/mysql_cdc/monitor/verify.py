@@ -12,41 +12,26 @@ therefore checked again after the follower's checkpoint has passed the leader's 
 first check (the next merge), up to ``rechecks`` times; only a chunk that still differs is drift.
 Drifted tables are repaired with a resnapshot run, which the result names.
 
-The result is kept on the follower (``_mysql_cdc.verification``) for the CDC page and the API.
+The result is kept in the pipeline's state store (``mysql_cdc.state``) for the CDC page and the API.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import pymysql
 
-from ..apply.report import plural
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
 from ..capture.snapshot import quote_name
-from ..contracts import CHECKPOINT_SCHEMA, BinlogPosition, read_checkpoint
-from ..contracts.checkpoint import _absent, rows_if_present
+from ..contracts import BinlogPosition
+from ..contracts.verification import DriftedChunk, VerificationResult
 from ..settings import MySQLSettings, VerifyOptions
-
-VERIFICATION_TABLE = f"`{CHECKPOINT_SCHEMA}`.`verification`"
-CREATE_SQL = (
-    f"CREATE DATABASE IF NOT EXISTS `{CHECKPOINT_SCHEMA}`",
-    f"""CREATE TABLE IF NOT EXISTS {VERIFICATION_TABLE} (
-        id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
-        pipeline VARCHAR(190) NOT NULL,
-        started_at DATETIME(6) NOT NULL,
-        finished_at DATETIME(6) NOT NULL,
-        status VARCHAR(16) NOT NULL,
-        result JSON NOT NULL,
-        KEY recent (pipeline, id)
-    ) ENGINE=InnoDB""",
-)
-OK, DRIFT = "ok", "drift"
+from ..state import StateStore
+from ..state.mysql.schema import is_absent
 
 
 @dataclass(frozen=True)
@@ -78,78 +63,6 @@ class Chunk:
             conditions.append(f"{quote_name(column)} < %s")
             args.append(self.hi)
         return (" WHERE " + " AND ".join(conditions)) if conditions else "", args
-
-
-@dataclass
-class DriftedChunk:
-    table: str
-    index: int
-    lo: Any
-    hi: Any
-    leader_rows: int
-    follower_rows: int
-
-
-@dataclass
-class VerificationResult:
-    pipeline: str
-    started_at: dt.datetime
-    finished_at: dt.datetime | None = None
-    tables: int = 0
-    chunks: int = 0
-    rows: int = 0
-    rechecked: int = 0
-    drifted: list[DriftedChunk] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)  # tables the follower lacks
-
-    @property
-    def status(self) -> str:
-        return DRIFT if self.drifted or self.missing else OK
-
-    @property
-    def drifted_tables(self) -> list[str]:
-        return sorted({c.table for c in self.drifted} | set(self.missing))
-
-    def resnapshot_conf(self) -> dict:
-        """The manual run's conf that repairs the drifted tables."""
-        return {"resnapshot": self.drifted_tables}
-
-    def describe(self) -> str:
-        head = (f"{plural(self.tables, 'table')}, {plural(self.chunks, 'chunk')}, {self.rows:,} leader rows "
-                f"compared, {plural(self.rechecked, 'chunk')} rechecked after a merge")
-        if self.status == OK:
-            return f"pipeline {self.pipeline}: follower equals leader: {head}"
-        return (f"pipeline {self.pipeline}: DRIFT in {', '.join(self.drifted_tables)} ({head}); repair with a manual "
-                f"run with conf {json.dumps(self.resnapshot_conf())}")
-
-    def to_json(self) -> dict:
-        body = asdict(self)
-        body.update(status=self.status, drifted_tables=self.drifted_tables, resnapshot=self.resnapshot_conf(),
-                    started_at=_iso(self.started_at), finished_at=_iso(self.finished_at))
-        body["drifted"] = [{**d, "lo": _plain(d["lo"]), "hi": _plain(d["hi"])} for d in body["drifted"]]
-        return body
-
-    @classmethod
-    def from_json(cls, body: dict) -> "VerificationResult":
-        return cls(
-            pipeline=body["pipeline"], started_at=dt.datetime.fromisoformat(body["started_at"]),
-            finished_at=dt.datetime.fromisoformat(body["finished_at"]) if body["finished_at"] else None,
-            tables=body["tables"], chunks=body["chunks"], rows=body["rows"], rechecked=body["rechecked"],
-            drifted=[DriftedChunk(**d) for d in body["drifted"]], missing=list(body["missing"]),
-        )
-
-
-def _iso(value: dt.datetime | None) -> str | None:
-    return value.astimezone(dt.timezone.utc).isoformat() if value else None
-
-
-def _plain(value: Any) -> Any:
-    """A chunk bound as JSON (bounds are key values: numbers, text, bytes or dates)."""
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    if isinstance(value, (dt.date, dt.datetime, dt.time, dt.timedelta)):
-        return str(value)
-    return value if value is None or isinstance(value, (int, float, str)) else str(value)
 
 
 # -- the checksum queries ------------------------------------------------------------------------
@@ -187,7 +100,7 @@ def chunk_sum(conn, shape: TableShape, chunk: Chunk) -> ChunkSum | None:
             cur.execute(shape.checksum_sql(where), args or None)
             rows, crc_sum, crc_xor = cur.fetchone()
     except pymysql.MySQLError as exc:
-        if _absent(exc):
+        if is_absent(exc):
             return None
         raise
     return ChunkSum(int(rows), int(crc_sum), int(crc_xor))
@@ -236,12 +149,12 @@ def plan_chunks(conn, shape: TableShape, chunk_rows: int) -> list[Chunk]:
 # -- one verification ----------------------------------------------------------------------------
 
 
-def wait_for_merge(follower_conn, pipeline: str, past: BinlogPosition, timeout: float,
+def wait_for_merge(state: StateStore, pipeline: str, past: BinlogPosition, timeout: float,
                    sleep: Callable[[float], None] = time.sleep) -> bool:
     """Wait until the pipeline's checkpoint is at or past ``past``; False on timeout."""
     deadline = time.monotonic() + timeout
     while True:
-        checkpoint = read_checkpoint(follower_conn, pipeline)
+        checkpoint = state.checkpoint(pipeline)
         if checkpoint is not None and checkpoint.position >= past:
             return True
         if time.monotonic() >= deadline:
@@ -269,8 +182,8 @@ def _compare_all(lconn, fconn, table_filter: TableFilter, chunk_rows: int, resul
     return suspects
 
 
-def _recheck(server: Leader, lconn, fconn, pipeline: str, suspects: list[Suspect], options: VerifyOptions,
-             result: VerificationResult, log: Callable[[str], None]) -> list[Suspect]:
+def _recheck(server: Leader, lconn, fconn, state: StateStore, pipeline: str, suspects: list[Suspect],
+             options: VerifyOptions, result: VerificationResult, log: Callable[[str], None]) -> list[Suspect]:
     """Check the differing chunks again after each of up to ``rechecks`` merges: what the merge
     brought over was in flight; what still differs is returned."""
     for round_ in range(options.rechecks):
@@ -279,46 +192,30 @@ def _recheck(server: Leader, lconn, fconn, pipeline: str, suspects: list[Suspect
         at = server.current_position()
         log(f"{len(suspects)} chunk(s) differ; waiting for the follower to pass {at} (recheck {round_ + 1} "
             f"of {options.rechecks})")
-        if not wait_for_merge(fconn, pipeline, at, options.settle_timeout):
+        if not wait_for_merge(state, pipeline, at, options.settle_timeout):
             log(f"the pipeline did not merge past {at} within {options.settle_timeout:g}s; rechecking anyway")
         result.rechecked += len(suspects)
         suspects = [(s, c) for s, c in suspects if chunk_sum(lconn, s, c) != chunk_sum(fconn, s, c)]
     return suspects
 
 
-def verify_pipeline(pipeline: str, leader: MySQLSettings, follower: MySQLSettings, table_filter: TableFilter,
-                    options: VerifyOptions = VerifyOptions(), log: Callable[[str], None] = print) -> VerificationResult:
-    """Compare every captured table, recheck what differs after merges, record and return the result."""
+def verify_pipeline(pipeline: str, leader: MySQLSettings, follower: MySQLSettings, state: StateStore,
+                    table_filter: TableFilter, options: VerifyOptions = VerifyOptions(),
+                    log: Callable[[str], None] = print) -> VerificationResult:
+    """Compare every captured table (``follower``: the MySQL follower whose tables are checksummed),
+    recheck what differs after merges (``state``: where the checkpoint is watched), record the
+    result in ``state`` and return it."""
     result = VerificationResult(pipeline, dt.datetime.now(dt.timezone.utc))
     with Leader(leader) as server:
         lconn, fconn = server.conn, follower.connect()
         try:
             suspects = _compare_all(lconn, fconn, table_filter, options.chunk_rows, result)
-            for shape, chunk in _recheck(server, lconn, fconn, pipeline, suspects, options, result, log):
+            for shape, chunk in _recheck(server, lconn, fconn, state, pipeline, suspects, options, result, log):
                 ours, theirs = chunk_sum(lconn, shape, chunk), chunk_sum(fconn, shape, chunk)
                 result.drifted.append(DriftedChunk(shape.name, chunk.index, chunk.lo, chunk.hi, ours.rows,
                                                    theirs.rows if theirs else 0))
             result.finished_at = dt.datetime.now(dt.timezone.utc)
-            record_verification(fconn, result)
         finally:
             fconn.close()
+    state.record_verification(result)
     return result
-
-
-def record_verification(conn, result: VerificationResult) -> None:
-    with conn.cursor() as cur:
-        for stmt in CREATE_SQL:
-            cur.execute(stmt)
-        cur.execute(
-            f"INSERT INTO {VERIFICATION_TABLE} (pipeline, started_at, finished_at, status, result) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            (result.pipeline, result.started_at.replace(tzinfo=None), result.finished_at.replace(tzinfo=None),
-             result.status, json.dumps(result.to_json())),
-        )
-    conn.commit()
-
-
-def latest_verification(conn, pipeline: str) -> VerificationResult | None:
-    rows = rows_if_present(conn, f"SELECT result FROM {VERIFICATION_TABLE} WHERE pipeline = %s ORDER BY id DESC "
-                           "LIMIT 1", (pipeline,))
-    return VerificationResult.from_json(json.loads(rows[0][0])) if rows else None

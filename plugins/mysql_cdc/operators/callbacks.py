@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from ..contracts.history import FailedTry
 from ..failures import describe
-from ..hooks.follower import FollowerHook
+from ..hooks.follower import follower_hook
 from . import metrics
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,10 @@ def _record(context, final: bool) -> None:
     error = failure_text(task.task_id, context.get("exception"))
     try:
         metrics.task_failed(task.pipeline, task.task_id)
-        hook = FollowerHook(task.follower_conn_id)
-        hook.record_failed_try(FailedTry(task.pipeline, run_id, task.task_id, ti.try_number, error))
+        state = follower_hook(task.follower_conn_id, getattr(task, "follower_config", None)).state
+        state.record_failed_try(FailedTry(task.pipeline, run_id, task.task_id, ti.try_number, error))
         if final:
-            hook.record_failed(task.pipeline, run_id, "run", error)
+            state.record_failed(task.pipeline, run_id, "run", error)
     except Exception:  # the follower may be what failed
         log.exception("could not record the failure of %s in the batch history", task.task_id)
 

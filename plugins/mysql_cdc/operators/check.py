@@ -26,19 +26,23 @@ class CdcLagCheckOperator(BaseOperator):
     ui_color = "#eef0fa"
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = FollowerHook.default_conn_name, max_seconds_behind: float | None = None,
+                 follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_config: dict[str, Any] | None = None, max_seconds_behind: float | None = None,
                  heartbeat: bool = False, **kwargs: Any):
         kwargs.setdefault("trigger_rule", "none_failed")
         super().__init__(**kwargs)
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
         self.follower_conn_id = follower_conn_id
+        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
+        self.follower_config = follower_config
         self.max_seconds_behind = max_seconds_behind
         self.heartbeat = heartbeat
 
     @cached_property
     def hook(self) -> CdcPipelineHook:
-        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower_conn_id)
+        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower_conn_id,
+                               follower_config=self.follower_config)
 
     def execute(self, context: Context) -> dict:
         figures = self.hook.figures(heartbeat=self.heartbeat)

@@ -1,4 +1,4 @@
-"""Extract the pipeline's next binlog range (or a backfill range) into a change batch."""
+"""Extract the pipeline's next binlog range (or a range to replay) into a change batch."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from airflow.sdk import Asset, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowSkipException
 
-from ..backfill import backfill_range, resnapshot_tables
+from ..run_params import replay_range, resnapshot_tables
 from ..capture.filters import TableFilter
 from ..hooks.follower import FollowerHook
 from ..hooks.leader import LeaderHook
@@ -31,7 +31,7 @@ class CdcExtractOperator(BaseOperator):
     copies tables two, the copy and the catch-up that brings every table to the copy's end.
 
     The first run of a pipeline writes its checkpoint at ``start_position`` first. An empty range
-    writes nothing and skips the merge. A backfill never moves the checkpoint, and one that
+    writes nothing and skips the merge. A replay never moves the checkpoint, and one that
     starts after the checkpoint fails at once (it would leave a gap). The batch directory is the
     task's asset outlet; each batch is an asset event whose extra names it.
     """
@@ -41,6 +41,7 @@ class CdcExtractOperator(BaseOperator):
 
     def __init__(self, *, pipeline: str, storage_uri: str, leader_conn_id: str = LeaderHook.default_conn_name,
                  follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_config: dict[str, Any] | None = None,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  include: Sequence[str] = ("*.*",), exclude: Sequence[str] = (),
                  start_position: str = "snapshot", on_purged: str = "fail",
@@ -52,6 +53,8 @@ class CdcExtractOperator(BaseOperator):
         self.storage_uri = storage_uri
         self.leader_conn_id = leader_conn_id
         self.follower_conn_id = follower_conn_id
+        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
+        self.follower_config = follower_config
         self.aws_conn_id = aws_conn_id
         self.include = tuple(include)
         self.exclude = tuple(exclude)
@@ -65,14 +68,14 @@ class CdcExtractOperator(BaseOperator):
         return CdcPipelineHook(
             self.pipeline, self.leader_conn_id, self.follower_conn_id, self.storage_uri, self.aws_conn_id,
             TableFilter(self.include, self.exclude), self.start_position, self.on_purged, self.snapshot_options,
-            self.extract_options,
+            self.extract_options, self.follower_config,
         )
 
     def execute(self, context: Context) -> list[str]:
         started = time.monotonic()
         with fail_fast_when_permanent():  # a bad range, a gap, binlog settings: no retry fixes them
             params = context["params"]
-            result = self.hook.extract(backfill_range(params), resnapshot_tables(params))
+            result = self.hook.extract(replay_range(params), resnapshot_tables(params))
         if result.batch is None:
             raise AirflowSkipException(f"nothing to extract: {result.range} is empty")
         seconds = time.monotonic() - started

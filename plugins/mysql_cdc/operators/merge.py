@@ -33,6 +33,7 @@ class CdcMergeOperator(BaseOperator):
 
     def __init__(self, *, manifest_uri: str | Sequence[str], storage_uri: str,
                  follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_config: dict[str, Any] | None = None,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  spark_conn_id: str = "spark_default", conf: dict[str, Any] | None = None,
                  name: str = "mysql-cdc-merge", pipeline: str | None = None, **kwargs: Any):
@@ -41,6 +42,8 @@ class CdcMergeOperator(BaseOperator):
         self.manifest_uri = manifest_uri
         self.storage_uri = storage_uri
         self.follower_conn_id = follower_conn_id
+        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
+        self.follower_config = follower_config
         self.aws_conn_id = aws_conn_id
         self.spark_conn_id = spark_conn_id
         self.conf = conf or {}
@@ -48,7 +51,8 @@ class CdcMergeOperator(BaseOperator):
 
     @cached_property
     def hook(self) -> MergeJobHook:
-        return MergeJobHook(self.follower_conn_id, self.storage_uri, self.aws_conn_id, self.spark_conn_id)
+        return MergeJobHook(self.follower_conn_id, self.storage_uri, self.aws_conn_id, self.spark_conn_id,
+                            self.follower_config)
 
     def execute(self, context: Context) -> list[dict] | None:
         uris = [self.manifest_uri] if isinstance(self.manifest_uri, str) else list(self.manifest_uri or ())

@@ -25,12 +25,15 @@ class CdcVerifyOperator(BaseOperator):
     ui_color = "#f4ecf7"
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = FollowerHook.default_conn_name, include: Sequence[str] = ("*.*",),
+                 follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_config: dict[str, Any] | None = None, include: Sequence[str] = ("*.*",),
                  exclude: Sequence[str] = (), options: VerifyOptions = VerifyOptions(), **kwargs: Any):
         super().__init__(**kwargs)
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
         self.follower_conn_id = follower_conn_id
+        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
+        self.follower_config = follower_config
         self.include = tuple(include)
         self.exclude = tuple(exclude)
         self.options = options
@@ -38,7 +41,8 @@ class CdcVerifyOperator(BaseOperator):
     @cached_property
     def hook(self) -> CdcPipelineHook:
         return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower_conn_id,
-                               table_filter=TableFilter(self.include, self.exclude))
+                               table_filter=TableFilter(self.include, self.exclude),
+                               follower_config=self.follower_config)
 
     def execute(self, context: Context) -> dict:
         result = self.hook.verify(self.options)

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from ..backfill import BackfillParamError, backfill_range, refuse_date_range_backfill, resnapshot_tables
+from ..run_params import RunParamError, replay_range, refuse_date_range_backfill, resnapshot_tables
 from ..hooks.follower import FollowerHook
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
@@ -43,17 +43,21 @@ class LeaderAdvancedSensor(BaseSensorOperator):
     ui_color = "#e6f1f2"
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = FollowerHook.default_conn_name, timeout: float = 10,
+                 follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_config: dict[str, Any] | None = None, timeout: float = 10,
                  poke_interval: float = 2, heartbeat: bool = False, **kwargs: Any):
         super().__init__(timeout=timeout, poke_interval=poke_interval, **kwargs)
         self.heartbeat = heartbeat  # commit a row on the leader first (monitor.heartbeat)
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
         self.follower_conn_id = follower_conn_id
+        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
+        self.follower_config = follower_config
 
     @cached_property
     def hook(self) -> CdcPipelineHook:
-        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower_conn_id)
+        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower_conn_id,
+                               follower_config=self.follower_config)
 
     def poke(self, context: Context) -> bool:
         return self.hook.change_status().has_changes
@@ -62,10 +66,10 @@ class LeaderAdvancedSensor(BaseSensorOperator):
         try:
             refuse_date_range_backfill(getattr(context.get("dag_run"), "run_type", None))
             params = context["params"]
-            if backfill_range(params) is not None or resnapshot_tables(params) is not None:
-                self.log.info("backfill or resnapshot run: not waiting for the leader")
+            if replay_range(params) is not None or resnapshot_tables(params) is not None:
+                self.log.info("replay or resnapshot run: not waiting for the leader")
                 return None
-        except BackfillParamError as exc:
+        except RunParamError as exc:
             raise AirflowFailException(str(exc)) from None
         if self.heartbeat:
             self.hook.write_heartbeat()
@@ -78,6 +82,7 @@ class LeaderAdvancedSensor(BaseSensorOperator):
                 pipeline=self.pipeline,
                 leader_conn_id=self.leader_conn_id,
                 follower_conn_id=self.follower_conn_id,
+                follower_config=self.follower_config,
                 deadline=time.time() + self.timeout,
                 poke_interval=self.poke_interval,
             ),

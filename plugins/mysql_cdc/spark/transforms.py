@@ -14,9 +14,10 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..apply.staging import COUNT, OP
 from ..contracts import BinlogPosition, SnapshotChunk, TableChanges
 from ..contracts import change_row as cr
+
+OP, COUNT = cr.NET_OP, cr.NET_COUNT
 
 # working columns of the transforms: the change-row contract reserves _op etc., and the merge job
 # refuses tables with columns starting with __mcdc_ (Follower.check_table)

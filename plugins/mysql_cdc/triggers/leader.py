@@ -8,7 +8,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..hooks.follower import FollowerHook
+from ..hooks.follower import follower_hook
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import change_status
 
@@ -27,12 +27,13 @@ class LeaderAdvancedTrigger(BaseTrigger):
     timeout here is an ordinary outcome (nothing new: skip), not a failure.
     """
 
-    def __init__(self, pipeline: str, leader_conn_id: str, follower_conn_id: str, deadline: float,
-                 poke_interval: float):
+    def __init__(self, pipeline: str, leader_conn_id: str, follower_conn_id: str | None, deadline: float,
+                 poke_interval: float, follower_config: dict[str, Any] | None = None):
         super().__init__()
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
         self.follower_conn_id = follower_conn_id
+        self.follower_config = follower_config  # JSON-safe (hooks.follower.follower_hook)
         self.deadline = float(deadline)
         self.poke_interval = float(poke_interval)
 
@@ -43,6 +44,7 @@ class LeaderAdvancedTrigger(BaseTrigger):
                 "pipeline": self.pipeline,
                 "leader_conn_id": self.leader_conn_id,
                 "follower_conn_id": self.follower_conn_id,
+                "follower_config": self.follower_config,
                 "deadline": self.deadline,
                 "poke_interval": self.poke_interval,
             },
@@ -53,7 +55,7 @@ class LeaderAdvancedTrigger(BaseTrigger):
             # Connections are resolved once, asynchronously; the polling itself is blocking
             # PyMySQL, so it runs in a thread and never stalls the triggerer's other triggers.
             leader = await LeaderHook(self.leader_conn_id).asettings()
-            follower = await FollowerHook(self.follower_conn_id).asettings()
+            follower = await follower_hook(self.follower_conn_id, self.follower_config).aspec()
             while True:
                 status = await asyncio.to_thread(change_status, leader, follower, self.pipeline)
                 if status.has_changes:

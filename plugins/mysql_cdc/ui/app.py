@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 from fastapi import Depends, FastAPI, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
-from ..backfill import BackfillParamError, backfill_range
+from ..run_params import RunParamError, replay_range
 from ..capture.filters import TableFilter
 from ..pipeline_config import PipelineConfigError
 from .data import configured_pipelines, read_pipeline
@@ -112,8 +112,8 @@ def replay(name: str, request: Request, user: User, start: Annotated[str, Form()
     _may_trigger(name, request, user)
     conf = {"start": start.strip(), "end": end.strip()}
     try:
-        backfill_range(conf)
-    except BackfillParamError as exc:
+        replay_range(conf)
+    except RunParamError as exc:
         return _back(f"Not replayed: {exc}", bad=True)
     run_id = _trigger(name, conf, user)
     return _back(f"Triggered {name} run {run_id} replaying {conf['start']} → {conf['end']}")

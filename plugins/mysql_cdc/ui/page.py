@@ -9,7 +9,7 @@ from html import escape
 from typing import Sequence
 from urllib.parse import quote
 
-from ..apply.report import plural
+from ..text import plural
 from ..contracts import POSITION_PATTERN
 from ..contracts.history import BatchRecord
 from ..monitor.verify import VerificationResult
@@ -135,7 +135,7 @@ def _resnapshot_form(name: str, suggested: Sequence[str]) -> str:
 
 # The replay form checks in the browser what the run would refuse: both positions or neither is
 # not a choice here (the form is only for a replay), each is FILE:OFFSET, and end is after start.
-# The server checks the same again (backfill.backfill_range) and answers in words.
+# The server checks the same again (run_params.replay_range) and answers in words.
 REPLAY_SCRIPT = r"""
 function positionOf(text) {
   const m = /^(.*)\.([0-9]+):([0-9]+)$/.exec(text.trim());

@@ -13,7 +13,7 @@ import yaml
 
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.contracts.history import read_history
+from mysql_cdc.state.mysql.history import read_history
 from mysql_cdc.settings import MySQLSettings
 
 SUCCESS, FAILED = "success", "failed"
@@ -82,3 +82,24 @@ def test_a_transient_merge_error_is_retried(dag_runner, pipeline, leader, follow
     (killed,) = record.failed_tries
     assert killed.error.startswith("merge_batch: the merge job ended without an error of its own"), killed.error
     assert_same_database(leader, follower, db)
+
+
+def test_a_batch_the_plan_refuses_fails_before_spark_starts(dag_runner, pipeline, leader, follower,
+                                                             spark_submit_spy):
+    """A batch ``contracts.replay`` refuses (here: the checkpoint holds a DDL pending at its position,
+    and the batch starts with rows instead) is refused by the merge task's plan, the same rule the
+    job applies: no spark-submit, no retry."""
+    name, db, follower_settings = pipeline
+    assert dag_runner.run(name).tasks["merge_batch"] == SUCCESS
+    follower.run_sql([f"UPDATE _mysql_cdc.checkpoint SET pending_ddl_pos = CONCAT(binlog_file, ':', binlog_pos), "
+                      f"pending_ddl_fingerprint = 'x' WHERE pipeline = '{name}'"])
+    leader.run_sql([f"INSERT INTO {db}.t VALUES (4, 'd')"])
+    submitted = len(spark_submit_spy.calls())
+
+    refused = dag_runner.run(name)
+
+    assert refused.tasks["merge_batch"] == FAILED, refused.log_file
+    assert refused.tries["merge_batch"] == 1, "retries: 2, but no retry can settle a pending DDL the batch lacks"
+    assert len(spark_submit_spy.calls()) == submitted, "the plan refused the batch: Spark must not start"
+    record = history(follower_settings, name)[0]
+    assert record.status == FAILED and "has a pending DDL at" in record.error, record.error

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.contracts import read_checkpoint
-from mysql_cdc.contracts.history import read_history
-from mysql_cdc.monitor.verify import latest_verification
+from mysql_cdc.state.mysql.checkpoint import read_checkpoint
+from mysql_cdc.state.mysql.history import read_history
+from mysql_cdc.state.mysql.history import latest_verification
 from mysql_cdc.settings import MySQLSettings
 
 OPS, BEAT = "cdc_ops", "cdc_beat"

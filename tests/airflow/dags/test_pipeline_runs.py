@@ -187,7 +187,7 @@ def test_merge_killed_before_commit_then_retried(dag_runner, scenario, seeded, s
     assert scenario.checkpoint(E2E) == end
 
 
-def test_backfill_of_an_applied_range_changes_nothing(dag_runner, scenario, seeded, spark_submit_spy):
+def test_replay_of_an_applied_range_changes_nothing(dag_runner, scenario, seeded, spark_submit_spy):
     before = table_image(scenario.follower, scenario.db, "pet")
     checkpoint = scenario.checkpoint(E2E)
     calls = len(spark_submit_spy.calls())
@@ -202,7 +202,7 @@ def test_backfill_of_an_applied_range_changes_nothing(dag_runner, scenario, seed
     assert new_calls(spark_submit_spy, calls) == []
 
 
-def test_backfill_with_a_gap_fails_with_a_clear_message(dag_runner, scenario, seeded):
+def test_replay_with_a_gap_fails_with_a_clear_message(dag_runner, scenario, seeded):
     checkpoint = scenario.checkpoint(E2E)
     gap_start = scenario.run_on_leader([f"INSERT INTO {scenario.db}.pet VALUES ('Gap','X','cat','f','2001-01-01',NULL)"])
     gap_end = scenario.run_on_leader([f"INSERT INTO {scenario.db}.pet VALUES ('Gap2','X','cat','f','2002-02-02',NULL)"])
@@ -217,7 +217,7 @@ def test_backfill_with_a_gap_fails_with_a_clear_message(dag_runner, scenario, se
     assert not names & {"Gap", "Gap2"}
 
 
-def test_backfill_overlapping_the_checkpoint_applies_only_the_new_part(dag_runner, scenario, seeded,
+def test_replay_overlapping_the_checkpoint_applies_only_the_new_part(dag_runner, scenario, seeded,
                                                                        spark_submit_spy):
     # a change after the checkpoint, so the range [start, end) overlaps it on both sides
     end = scenario.run_on_leader([f"INSERT INTO {scenario.db}.pet VALUES ('Late','Y','dog','m','2003-03-03',NULL)"])
@@ -231,7 +231,7 @@ def test_backfill_overlapping_the_checkpoint_applies_only_the_new_part(dag_runne
     assert scenario.checkpoint(E2E) == end
 
 
-def test_backfill_params_are_validated_when_triggered_and_when_run(dag_runner, scenario):
+def test_replay_params_are_validated_when_triggered_and_when_run(dag_runner, scenario):
     from airflow.sdk.exceptions import ParamValidationError
 
     with pytest.raises(ParamValidationError, match="param start"):
@@ -243,7 +243,7 @@ def test_backfill_params_are_validated_when_triggered_and_when_run(dag_runner, s
     assert "param 'end': is missing" in result.log
 
 
-def test_cli_trigger_validates_conf_and_queues_a_backfill(scenario, seeded, airflow_connections, venv_bin):
+def test_cli_trigger_validates_conf_and_queues_a_replay(scenario, seeded, airflow_connections, venv_bin):
     def trigger(conf: dict) -> subprocess.CompletedProcess:
         return subprocess.run([str(venv_bin / "airflow"), "dags", "trigger", E2E, "--conf", json.dumps(conf)],
                               capture_output=True, text=True, timeout=180)

@@ -61,7 +61,7 @@ def test_snapshot_stream_resnapshot_and_purged_binlog(dag_runner, history, leade
     leader.run_sql([f"UPDATE {db}.customers SET name = 'Ada L.' WHERE id = 1", f"INSERT INTO {db}.visits VALUES (4, NULL, 'new')"])
     repair = dag_runner.run(PIPELINE, conf={"resnapshot": [f"{db}.customers"]})
     assert repair.tasks == ALL_SUCCESS, repair.log_file
-    assert "backfill or resnapshot run: not waiting for the leader" in repair.log
+    assert "replay or resnapshot run: not waiting for the leader" in repair.log
     # right after the repair, every table at one position: customers' update is in its copy, and
     # visits' insert was caught up in the same run (not left for the next one)
     assert_same_database(leader, follower, db)

@@ -30,8 +30,8 @@ from airflow_deployment import AirflowDeployment
 from local_services import MariaDBServer
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.contracts import read_checkpoint
-from mysql_cdc.contracts.history import read_failed_tries, read_history
+from mysql_cdc.state.mysql.checkpoint import read_checkpoint
+from mysql_cdc.state.mysql.history import read_failed_tries, read_history
 from mysql_cdc.settings import MySQLSettings
 
 PIPELINE, DB = "deployed_cdc", "shop"

@@ -89,4 +89,4 @@ def test_an_unreachable_follower_is_named_with_its_connection_id(monkeypatch):
         {"conn_type": "mysql", "host": "127.0.0.1", "port": port, "login": "cdc_writer", "password": "pw"}))
     with pytest.raises(ConnectionError, match=rf"cannot connect to the follower at 127.0.0.1:{port} as "
                                               r"'cdc_writer' \(Airflow connection 'cdc_dead_follower'\)"):
-        FollowerHook("cdc_dead_follower").read_checkpoint("shop")
+        FollowerHook("cdc_dead_follower").state.checkpoint("shop")

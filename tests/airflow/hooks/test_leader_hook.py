@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import PreflightError
 from mysql_cdc.contracts import BinlogPosition, PositionRange
@@ -53,8 +54,8 @@ def test_extract_writes_a_batch(hook, leader, unique_name, tmp_path):
     conn.close()
     end = hook.current_position()
     spec = StorageSpec(f"file://{tmp_path}")
-    store = spec.open()
-    batch = hook.extract(spec, store, "p", PositionRange(start, end), TableFilter((f"{unique_name}.*",)))
+    target = BatchTarget(spec.open(), spec)
+    batch = hook.extract(RangeRequest("p", PositionRange(start, end), TableFilter((f"{unique_name}.*",))), target)
     assert (batch.start, batch.end, batch.row_count) == (start, end, 2)
     assert batch.leader_id == hook.leader_id() and batch.end_gtid_set == hook.gtid_set_at(end)
-    assert hook.extract(spec, store, "p", PositionRange(end, end), TableFilter()) is None
+    assert hook.extract(RangeRequest("p", PositionRange(end, end)), target) is None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mysql_cdc.contracts import (
-    BinlogPosition, ChangeBatch, DdlSegment, DdlTarget, MissingCheckpointError, PositionRange, RangeGapError,
+    BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, MissingCheckpointError, PositionRange, RangeGapError,
     batch_id_for,
 )
 from mysql_cdc.hooks import MergeJobHook
@@ -43,21 +43,21 @@ def stored(hook: MergeJobHook, b: ChangeBatch) -> str:
 
 
 def test_plan(hook, unique_name):
-    hook.follower.initialize_checkpoint(unique_name, P2)
+    hook.follower.state.initialize(Checkpoint(unique_name, P2))
     assert hook.plan(stored(hook, batch(unique_name, P1, P2, ddl=True))).action == SKIP
     assert hook.plan(stored(hook, batch(unique_name, P1, P3, ddl=True))).action == SUBMIT  # overlaps: job decides
     assert hook.plan(stored(hook, batch(unique_name, P2, P3, ddl=True))).action == SUBMIT
     empty = hook.plan(stored(hook, batch(unique_name, P2, P3)))
     assert empty.action == ADVANCE
     assert hook.advance(empty)
-    assert hook.follower.read_checkpoint(unique_name).position == P3
+    assert hook.follower.state.checkpoint(unique_name).position == P3
     assert hook.plan(stored(hook, batch(unique_name, P2, P3))).action == SKIP
 
 
 def test_plan_refuses_a_gap_and_a_pipeline_without_checkpoint(hook, unique_name):
     with pytest.raises(MissingCheckpointError, match="the follower has no checkpoint for pipeline"):
         hook.plan(stored(hook, batch(unique_name, P1, P2, ddl=True)))
-    hook.follower.initialize_checkpoint(unique_name, P1)
+    hook.follower.state.initialize(Checkpoint(unique_name, P1))
     with pytest.raises(RangeGapError, match=r"would skip the changes in \[binlog.000001:4, binlog.000001:900\)"):
         hook.plan(stored(hook, batch(unique_name, P2, P3, ddl=True)))
 
@@ -73,7 +73,8 @@ def test_job_inputs_live_only_while_submitting(hook, follower_user, monkeypatch,
         assert stat.S_IMODE(secrets_file.stat().st_mode) == 0o600
         assert stat.S_IMODE(secrets_file.parent.stat().st_mode) == 0o700
         secrets = JobSecrets.read(str(secrets_file))
-        assert (secrets.follower.user, secrets.follower.password) == (follower_user["user"], follower_user["password"])
+        assert (secrets.sink.kind, secrets.sink.settings["user"], secrets.sink.settings["password"]) == (
+            "mysql", follower_user["user"], follower_user["password"])
         assert secrets.storage.options == {}  # file:// storage: nothing to reach it with
         with zipfile.ZipFile(inputs.py_files) as zf:
             assert "mysql_cdc/contracts/checkpoint.py" in zf.namelist()

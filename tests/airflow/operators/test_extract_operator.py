@@ -1,4 +1,4 @@
-"""CdcExtractOperator without a DAG run: its asset, its templated fields, and a bad backfill range that
+"""CdcExtractOperator without a DAG run: its asset, its templated fields, and a bad replay range that
 fails before any connection is looked up (real extractions run in tests/airflow/dags)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def test_the_batch_directory_is_the_asset_outlet_in_one_spelling():
     ({"start": "binlog.000002:4", "end": "binlog.000001:4"}, "param 'end': binlog.000001:4 must be after start"),
     ({"start": "binlog-1:4", "end": "binlog.000001:4"}, "param 'start': 'binlog-1:4' is not a binlog position"),
 ])
-def test_a_bad_backfill_range_fails_without_retry_and_without_connections(params, message):
+def test_a_bad_replay_range_fails_without_retry_and_without_connections(params, message):
     # AirflowFailException: a bad range cannot heal, so the task is not retried. The conn ids do not
     # exist: the range is refused before any of them is looked up.
     with pytest.raises(AirflowFailException, match=message):

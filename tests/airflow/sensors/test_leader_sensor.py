@@ -7,6 +7,7 @@ import json
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException, TaskDeferred
 
+from mysql_cdc.contracts import Checkpoint
 from mysql_cdc.hooks import FollowerHook, LeaderHook
 from mysql_cdc.sensors import LeaderAdvancedSensor
 from mysql_cdc.triggers import LeaderAdvancedTrigger
@@ -36,7 +37,7 @@ def test_no_checkpoint_succeeds_at_once(conns, unique_name):
 
 def test_nothing_new_defers_to_the_trigger(conns, unique_name):
     leader_hook, follower_hook = conns
-    follower_hook.initialize_checkpoint(unique_name, leader_hook.current_position())
+    follower_hook.state.initialize(Checkpoint(unique_name, leader_hook.current_position()))
     with pytest.raises(TaskDeferred) as info:
         sensor(unique_name).execute(NO_PARAMS)
     trigger = info.value.trigger
@@ -47,8 +48,8 @@ def test_nothing_new_defers_to_the_trigger(conns, unique_name):
     json.dumps(kwargs)
 
 
-def test_backfill_runs_do_not_wait_and_bad_params_fail():
-    # no connection is looked up for a backfill: the ids below do not exist
+def test_replay_runs_do_not_wait_and_bad_params_fail():
+    # no connection is looked up for a replay: the ids below do not exist
     lone = LeaderAdvancedSensor(task_id="w", pipeline="shop", leader_conn_id="nope", follower_conn_id="nope")
     assert lone.execute({"params": {"start": "binlog.000001:4", "end": "binlog.000001:99"}}) is None
     with pytest.raises(AirflowFailException, match="param 'end': is missing"):

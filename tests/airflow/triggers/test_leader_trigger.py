@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from mysql_cdc.contracts import Checkpoint
 from mysql_cdc.hooks import FollowerHook, LeaderHook
 from mysql_cdc.triggers import LeaderAdvancedTrigger
 
@@ -51,7 +52,7 @@ def test_success_when_the_pipeline_has_no_checkpoint(conns, unique_name):
 def test_success_when_the_leader_moves_during_the_wait(conns, unique_name, leader):
     leader_hook, follower_hook = conns
     start = leader_hook.current_position()
-    follower_hook.initialize_checkpoint(unique_name, start)
+    follower_hook.state.initialize(Checkpoint(unique_name, start))
 
     async def wait_and_write():
         task = asyncio.ensure_future(anext(make(unique_name, 20).run()))
@@ -70,7 +71,7 @@ def test_success_when_the_leader_moves_during_the_wait(conns, unique_name, leade
 
 def test_timeout_when_nothing_moves(conns, unique_name):
     leader_hook, follower_hook = conns
-    follower_hook.initialize_checkpoint(unique_name, leader_hook.current_position())
+    follower_hook.state.initialize(Checkpoint(unique_name, leader_hook.current_position()))
     started = time.monotonic()
     event = first_event(make(unique_name, 1.0))
     assert event["status"] == "timeout"

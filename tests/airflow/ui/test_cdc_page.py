@@ -15,8 +15,8 @@ import yaml
 from playwright.sync_api import expect
 
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.contracts import read_checkpoint
-from mysql_cdc.contracts.history import read_history
+from mysql_cdc.state.mysql.checkpoint import read_checkpoint
+from mysql_cdc.state.mysql.history import read_history
 from mysql_cdc.settings import MySQLSettings
 
 PIPELINE = "cdc_ui"

@@ -115,6 +115,9 @@ class RollingParquetFiles:
 
 
 class TableChangeWriter:
+    """One table's change rows of one segment (after-images, metadata, before-images) into rolling
+    Parquet files; ``finish`` gives the segment's ``TableChanges`` entry for the manifest."""
+
     def __init__(self, spec: TableSpec, store: ObjectStore, batch_prefix: str, segment_dir: str,
                  tmp_dir: str, limits: WriterLimits):
         self.spec = spec

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pymysql
 
-from ..settings import MySQLSettings
-from .errors import MergeError
+from ...settings import MySQLSettings
+from ...apply.errors import MergeError
 
 
 def connect(settings: MySQLSettings, **kwargs):

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from mysql_cdc.backfill import BackfillParamError, backfill_params, backfill_range
+from mysql_cdc.run_params import RunParamError, run_params, replay_range
 from mysql_cdc.contracts import BinlogPosition, PositionRange
 
 
 def test_no_params_is_a_regular_run():
-    assert backfill_range({}) is None
-    assert backfill_range({"start": None, "end": None}) is None
-    assert backfill_range({"start": "", "end": ""}) is None
+    assert replay_range({}) is None
+    assert replay_range({"start": None, "end": None}) is None
+    assert replay_range({"start": "", "end": ""}) is None
 
 
 def test_a_range():
-    assert backfill_range({"start": "binlog.000002:4", "end": "binlog.000003:1146"}) == PositionRange(
+    assert replay_range({"start": "binlog.000002:4", "end": "binlog.000003:1146"}) == PositionRange(
         BinlogPosition("binlog.000002", 4), BinlogPosition("binlog.000003", 1146))
 
 
@@ -32,8 +32,8 @@ def test_a_range():
     ],
 )
 def test_run_time_errors_name_the_param(params, param, words):
-    with pytest.raises(BackfillParamError) as info:
-        backfill_range(params)
+    with pytest.raises(RunParamError) as info:
+        replay_range(params)
     assert info.value.param == param
     assert str(info.value).startswith(f"param '{param}': ")
     assert words in str(info.value)
@@ -47,7 +47,7 @@ def test_the_trigger_form_schema_rejects_a_bad_position_naming_the_param(conf, p
     from airflow.sdk import ParamsDict
     from airflow.sdk.exceptions import ParamValidationError
 
-    params = ParamsDict(backfill_params())
+    params = ParamsDict(run_params())
     with pytest.raises(ParamValidationError, match=f"Invalid input for param {param}"):
         params.update(conf)  # validates each value as it is set, as a triggered run's conf is
         params.validate()
@@ -56,7 +56,7 @@ def test_the_trigger_form_schema_rejects_a_bad_position_naming_the_param(conf, p
 def test_the_trigger_form_schema_accepts_positions_and_empty():
     from airflow.sdk import ParamsDict
 
-    params = ParamsDict(backfill_params())
+    params = ParamsDict(run_params())
     assert params.validate() == {"start": None, "end": None, "resnapshot": None}
     params.update({"start": "binlog.000002:4", "end": "binlog.000002:900"})
     assert params.validate() == {"start": "binlog.000002:4", "end": "binlog.000002:900", "resnapshot": None}
@@ -66,14 +66,14 @@ def test_resnapshot_takes_table_globs_and_never_a_range_too():
     from airflow.sdk import ParamsDict
     from airflow.sdk.exceptions import ParamValidationError
 
-    from mysql_cdc.backfill import BackfillParamError, resnapshot_tables
+    from mysql_cdc.run_params import RunParamError, resnapshot_tables
 
-    params = ParamsDict(backfill_params())
+    params = ParamsDict(run_params())
     params.update({"resnapshot": ["shop.orders", "crm.*", "*"]})
     assert params.validate()["resnapshot"] == ["shop.orders", "crm.*", "*"]
     with pytest.raises(ParamValidationError, match="Invalid input for param resnapshot"):
         params.update({"resnapshot": ["orders"]})  # not db.table
     assert resnapshot_tables({"resnapshot": ["shop.*"]}) == ["shop.*"]
     assert resnapshot_tables({"resnapshot": None}) is None and resnapshot_tables({}) is None
-    with pytest.raises(BackfillParamError, match="either replays a binlog range or re-copies tables"):
+    with pytest.raises(RunParamError, match="either replays a binlog range or re-copies tables"):
         resnapshot_tables({"resnapshot": ["shop.*"], "start": "binlog.000001:4", "end": "binlog.000001:9"})

@@ -1,15 +1,15 @@
 """Writes one change batch: its segments in order, then its manifest, last.
 
-The part of capture that does not care where rows come from. The binlog stream reader
-(``stream``) feeds it row changes and DDL as it meets them; a table copy (the snapshot) feeds it
+The part of capture that does not care where rows come from. The binlog capture
+(``binlog_capture``) feeds it row changes and DDL as it meets them; a table copy (the snapshot) feeds it
 rows of a table read at one position. Either way:
 
 - ``begin`` removes what a previous attempt at the same range left (the manifest first, so a
   crash below leaves "no batch", never a manifest pointing at half-rewritten files);
-- row changes go to one ``TableChangeWriter`` per table of the open row segment; a DDL closes
+- row changes go to one ``TableChangeWriter`` (``table_changes``) per table of the open row segment; a DDL closes
   the open row segment and is a segment of its own;
 - ``commit`` writes ``manifest.json``: the batch exists from that moment on;
-- local temp files are removed however the writer is left (``with BatchWriter(...)``).
+- local temp files are removed however the writer is left (``with ChangeBatchWriter(...)``).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from ..contracts import (
     batch_id_for,
     batch_prefix,
 )
-from ..storage import ObjectStore, local_temp_dir
-from .writer import TableChangeWriter, TableSpec, WriterLimits
+from ..storage import ObjectStore, commit_batch, local_temp_dir
+from .table_changes import TableChangeWriter, TableSpec, WriterLimits
 
 
 @dataclass
@@ -38,7 +38,9 @@ class _OpenRowSegment:
     writers: dict[tuple[str, str], TableChangeWriter] = field(default_factory=dict)
 
 
-class BatchWriter:
+class ChangeBatchWriter:
+    """Collects one batch's segments as its source meets them and commits the manifest."""
+
     def __init__(self, store: ObjectStore, pipeline: str, range_: PositionRange,
                  limits: WriterLimits = WriterLimits(), server_flavor: str = "mariadb", prefix: str | None = None,
                  leader_id: str | None = None, manifest_name: str = MANIFEST_NAME):
@@ -58,7 +60,7 @@ class BatchWriter:
         self.open_rows = _OpenRowSegment(range_.start)
         self.tmp_dir: str | None = None
 
-    def __enter__(self) -> "BatchWriter":
+    def __enter__(self) -> "ChangeBatchWriter":
         self.begin()
         return self
 
@@ -133,5 +135,5 @@ class BatchWriter:
             server_flavor=self.server_flavor,
             row_count=sum(getattr(s, "row_count", 0) for s in self.segments),
         )
-        self.store.put_bytes(f"{self.prefix}/{self.manifest_name}", batch.to_json().encode())
+        commit_batch(self.store, self.prefix, batch, self.manifest_name)
         return batch

@@ -21,97 +21,32 @@ import logging
 import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterator, Sequence
 
 import pymysql
 
-from ..contracts import (
-    CHECKPOINT_SCHEMA, DONE, SWAPPING, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, SnapshotSegment, TableChanges,
-    TablePosition, TablePositions, read_checkpoint, read_table_positions, require_checkpoint, write_checkpoint,
-    write_table_position,
+from ...contracts import (
+    DONE, SWAPPING, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, SnapshotSegment, TableChanges, TablePosition,
+    TablePositions, require_checkpoint,
 )
-from ..settings import MySQLSettings
-from ..storage import ObjectStore
+from ...state.mysql.checkpoint import read_checkpoint, read_table_positions, write_checkpoint, write_table_position
+from ...state.mysql.schema import STATE_SCHEMA
+from ...settings import MySQLSettings
+from ...storage import ObjectStore
 from .connection import connect
 from .encoding import quote_ident
 from .dialect import DdlTranslator, flavor_of
-from .errors import CheckpointError, FollowerDivergedError, FollowerSchemaError, MergeError
-from ..faults import crash_point
-from .staging import COUNT, RESERVED_PREFIX, ROW, LoadWarningsError, check_load_warnings, load_data, qualified_staging
+from ...apply.errors import CheckpointError, FollowerSchemaError, MergeError
+from ...faults import crash_point
+from .rows import apply_keyed, apply_keyless, diverged, load_rows
+from ...contracts.change_row import RESERVED_PREFIX
+from .staging import qualified_staging
+from .tables import FollowerColumn, StagedTable, qualified, shadow_name, shadow_sql
 
 log = logging.getLogger(__name__)
 
 _ER_NO_SUCH_TABLE, _ER_BAD_DB = 1146, 1049
-
-
-def qualified(database: str, table: str) -> str:
-    return f"{quote_ident(database)}.{quote_ident(table)}"
-
-
-def shadow_name(table: str, role: str) -> str:
-    """``__mcdc_<role>_<table>``: the snapshot's shadow of a table (role ``new``) or the table it
-    replaced (``old``), in the table's own database (a rename across databases would fail for a
-    table with triggers, or on another file system); hashed when too long for MySQL's 64."""
-    name = f"__mcdc_{role}_{table}"
-    return name if len(name) <= 64 else f"__mcdc_{role}_{hashlib.sha1(table.encode()).hexdigest()[:24]}"
-
-
-def _shadow(segment: SnapshotSegment, role: str) -> str:
-    """The SQL name of the segment's table's shadow (``shadow_name``)."""
-    return qualified(segment.database, shadow_name(segment.table, role))
-
-
-# -- follower tables ---------------------------------------------------------------------------
-
-_TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"})
-_INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
-_SPATIAL_TYPES = frozenset({
-    "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
-    "geometrycollection",
-})
-
-
-@dataclass(frozen=True)
-class FollowerColumn:
-    name: str
-    data_type: str  # information_schema DATA_TYPE, e.g. 'bigint'
-    column_type: str  # full type, e.g. 'bigint(20) unsigned', "enum('a','b')"
-    charset: str | None
-    collation: str | None
-    generated: bool
-
-    def staging_ddl(self) -> str:
-        """Same type, charset and collation as the target (so the follower compares staged and
-        target values alike); always NULL-able, no default, no keys."""
-        text = f"{quote_ident(self.name)} {self.column_type}"
-        if self.charset and self.data_type != "json":
-            text += f" CHARACTER SET {self.charset} COLLATE {self.collation}"
-        return text + " NULL"
-
-    def matches(self, mysql_type: str) -> bool:
-        """Whether the binlog's type (manifest ``mysql_type``) is this column's type."""
-        words = mysql_type.lower().replace("(", " ").split()
-        base = words[0] if words else ""
-        if base == "json":  # MariaDB's JSON is LONGTEXT
-            return self.data_type in ("json", "longtext")
-        if base == "geometry":
-            return self.data_type in _SPATIAL_TYPES
-        if base != self.data_type:
-            return False
-        return base not in _INTEGER_TYPES or ("unsigned" in words) == ("unsigned" in self.column_type.lower())
-
-
-@dataclass(frozen=True)
-class StagedTable:
-    """One table's net rows of a row segment, prepared per Spark partition (staging.py)."""
-
-    changes: TableChanges
-    columns: tuple[FollowerColumn, ...]  # the follower's columns, in the batch's order
-    stages: tuple[dict, ...]  # staging.RESULT_SCHEMA rows: staging table, load file, per-op counts
-
-    def total(self, field: str) -> int:
-        return sum(s[field] for s in self.stages)
 
 
 # -- the follower --------------------------------------------------------------------------------
@@ -243,7 +178,7 @@ class Follower:
         like = prefix.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%") + "%"
         names = [r[0] for r in self._rows(
             "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME LIKE %s",
-            (CHECKPOINT_SCHEMA, like),
+            (STATE_SCHEMA, like),
         )]
         if names:
             with self.conn.cursor() as cur:
@@ -260,7 +195,7 @@ class Follower:
         with self.locked(expected, crash_before_commit=True) as cur:
             for staged in tables:
                 started = time.monotonic()
-                apply = _apply_keyed if staged.changes.key_columns else _apply_keyless
+                apply = apply_keyed if staged.changes.key_columns else apply_keyless
                 written = apply(cur, store, staged)
                 applied[staged.changes.qualified_name] = (written, time.monotonic() - started)
             write_checkpoint(self.conn, done)
@@ -301,10 +236,10 @@ class Follower:
         target = qualified(segment.database, segment.table)
         with self.locked(expected, crash_before_commit=True) as cur:
             cur.execute(f"DELETE FROM {target}")
-            inserted = _load_rows(cur, store, staged)
+            inserted = load_rows(cur, store, staged)
             expected_rows = staged.total("rows") if expected_rows is None else expected_rows
             if inserted != expected_rows:
-                raise _diverged(staged, "loading the snapshot wrote", expected_rows, inserted)
+                raise diverged(staged, "loading the snapshot wrote", expected_rows, inserted)
             write_table_position(self.conn, expected.pipeline,
                                  TablePosition(segment.database, segment.table, segment.at, batch_id, DONE))
             if done is not None:
@@ -334,15 +269,15 @@ class Follower:
     def create_shadow(self, segment: SnapshotSegment) -> str:
         """An empty table like the follower's (made from the leader's definition just before),
         beside it; leftovers of a crashed attempt are dropped first. Returns its SQL name."""
-        shadow = _shadow(segment, "new")
+        shadow = shadow_sql(segment, "new")
         with self.conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {shadow}, {_shadow(segment, 'old')}")
+            cur.execute(f"DROP TABLE IF EXISTS {shadow}, {shadow_sql(segment, 'old')}")
             cur.execute(f"CREATE TABLE {shadow} LIKE {qualified(segment.database, segment.table)}")
         return shadow
 
     def drop_shadow(self, segment: SnapshotSegment) -> None:
         with self.conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {_shadow(segment, 'new')}")
+            cur.execute(f"DROP TABLE IF EXISTS {shadow_sql(segment, 'new')}")
 
     def swap_in(self, expected: Checkpoint, segment: SnapshotSegment, batch_id: str, done: Checkpoint | None,
                 expected_rows: int) -> int:
@@ -351,7 +286,7 @@ class Follower:
         so the table's position says ``swapping`` first: from then on the shadow is complete, and
         a shadow that is gone has been renamed in. ``finish_swap`` does the rest, now or on the
         retry after a crash. Returns the rows of the copy."""
-        shadow = _shadow(segment, "new")
+        shadow = shadow_sql(segment, "new")
         # The tasks each checked their own load. A task Spark ran again after its load committed
         # loads its rows a second time: with a primary key that second load fails on the
         # duplicates (a LOAD warning stops the task), without one only a count shows it. (The
@@ -375,7 +310,7 @@ class Follower:
         """The swap after its ``swapping`` mark: rename the shadow in if it is still there (one
         atomic RENAME: readers see the old rows or the copy, never no table), drop the table it
         replaced, mark the table's position done."""
-        target, new, old = qualified(segment.database, segment.table), _shadow(segment, "new"), _shadow(segment, "old")
+        target, new, old = qualified(segment.database, segment.table), shadow_sql(segment, "new"), shadow_sql(segment, "old")
         present = {r[0] for r in self._rows(
             "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN (%s, %s)",
             (segment.database, shadow_name(segment.table, "new"), segment.table))}
@@ -462,98 +397,3 @@ class Follower:
                           leader_id=batch.leader_id)
         self.advance(checkpoint, done)
         return done
-
-
-# -- set-based apply ----------------------------------------------------------------------------
-
-_ER_DUP_ENTRY = 1062
-
-
-def _load_rows(cur, store: ObjectStore, staged: StagedTable) -> int:
-    """LOAD DATA every load file of the table straight into it; returns the rows written."""
-    target = qualified(staged.changes.database, staged.changes.table)
-    loaded = 0
-    for stage in staged.stages:
-        if not stage["load_file"]:
-            continue
-        with store.local_copy(stage["load_file"]) as path:
-            loaded += load_data(cur, path, target, stage["load_columns"])
-        try:
-            check_load_warnings(cur, target)
-        except LoadWarningsError as exc:
-            # LOAD DATA LOCAL skips a row whose key exists, with warning 1062, instead of failing
-            if _ER_DUP_ENTRY in exc.codes:
-                raise FollowerDivergedError(
-                    f"{target}: inserting the batch's rows hit an existing key ({exc}): the follower holds "
-                    "rows the leader did not have at the checkpoint (it was written outside the pipeline); "
-                    f"re-copy it with a resnapshot run (conf {{\"resnapshot\": [\"{staged.changes.qualified_name}\"]}})"
-                ) from None
-            raise
-    return loaded
-
-
-def _diverged(staged: StagedTable, what: str, expected: int, got: int) -> FollowerDivergedError:
-    return FollowerDivergedError(
-        f"`{staged.changes.database}`.`{staged.changes.table}`: {what} {got} rows where the leader's changes "
-        f"imply {expected}: the follower does not hold what the leader held at the checkpoint (written "
-        f"outside the pipeline?); re-copy it with a resnapshot run (conf {{\"resnapshot\": "
-        f"[\"{staged.changes.qualified_name}\"]}})"
-    )
-
-
-def _apply_keyed(cur, store: ObjectStore, staged: StagedTable) -> int:
-    """Delete every staged key (the keys of U and D rows, which existed before), then load every
-    final row (I and U). All deletes first: a load never meets a row the batch has moved away, so
-    a key change or a unique value passed between rows cannot collide mid-way."""
-    target = qualified(staged.changes.database, staged.changes.table)
-    deleted = 0
-    for stage in staged.stages:
-        if stage["stage"]:
-            # fully qualified names, no aliases: MariaDB rejects an aliased multi-table DELETE with
-            # "No database selected" when the session has no default schema
-            source = qualified_staging(stage["stage"])
-            on = " AND ".join(f"{target}.{quote_ident(k)} = {source}.{quote_ident(k)}"
-                              for k in staged.changes.key_columns)
-            deleted += cur.execute(f"DELETE {target} FROM {target} JOIN {source} ON {on}")
-    # U and D keys were on the leader at the checkpoint, so each must delete exactly one row
-    expected_deleted = staged.total("upserts") + staged.total("deletes")
-    if deleted != expected_deleted:
-        raise _diverged(staged, "deleting the batch's changed keys found", expected_deleted, deleted)
-    inserted = _load_rows(cur, store, staged)
-    expected_inserted = staged.total("inserts") + staged.total("upserts")
-    if inserted != expected_inserted:
-        raise _diverged(staged, "inserting the batch's rows wrote", expected_inserted, inserted)
-    return deleted + inserted
-
-
-def _match_staged_row(column: FollowerColumn, stage: str, row: int) -> str:
-    """``column`` equal to the staged row's value, NULLs equal. Text compares as bytes: under a
-    case- or pad-insensitive collation 'a' = 'A ', but they are different rows of a keyless table."""
-    name = quote_ident(column.name)
-    value = f"(SELECT {{}} FROM {qualified_staging(stage)} WHERE {ROW} = {int(row)})"
-    if column.data_type in _TEXT_TYPES:
-        return f"CAST({name} AS BINARY) <=> " + value.format(f"CAST({name} AS BINARY)")
-    return f"{name} <=> " + value.format(name)
-
-
-def _apply_keyless(cur, store: ObjectStore, staged: StagedTable) -> int:
-    """Remove ``n`` copies of every staged row (rows whose count went down), then load the copies
-    of every row whose count went up. A keyless table has no row identity, so a delete names the
-    row by all its values; the values come from the staging table inside the server, so they are
-    compared type for type (a FLOAT is never re-parsed from text)."""
-    target = qualified(staged.changes.database, staged.changes.table)
-    deleted = 0
-    for stage in staged.stages:
-        if not stage["stage"]:
-            continue
-        cur.execute(f"SELECT {ROW}, {COUNT} FROM {qualified_staging(stage['stage'])}")
-        for row, copies in cur.fetchall():
-            match = " AND ".join(_match_staged_row(c, stage["stage"], row) for c in staged.columns)
-            removed = cur.execute(f"DELETE FROM {target} WHERE {match} LIMIT {int(copies)}")
-            if removed != copies:
-                raise _diverged(staged, "removing a row the leader deleted found", copies, removed)
-            deleted += removed
-    inserted = _load_rows(cur, store, staged)
-    if inserted != staged.total("inserts"):
-        raise _diverged(staged, "inserting the batch's rows wrote", staged.total("inserts"), inserted)
-    return deleted + inserted

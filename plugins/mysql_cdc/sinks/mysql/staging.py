@@ -41,19 +41,17 @@ import pyarrow.compute as pc
 import pymysql
 from pymysql.converters import escape_string
 
-from ..contracts import CHECKPOINT_SCHEMA
-from ..contracts import change_row as cr
-from ..settings import MySQLSettings
-from ..storage import StorageSpec
+from ...state.mysql.schema import STATE_SCHEMA
+from ...contracts import change_row as cr
+from ...settings import MySQLSettings
+from ...storage import StorageSpec
 from .connection import connect
 from .encoding import LoadColumn, encode_rows, load_column, load_data_clause, quote_ident
-from .reader import read_units
+from ...apply.reader import read_units
 
-OP = "__mcdc_op"
-COUNT = "__mcdc_n"
+OP, COUNT = cr.NET_OP, cr.NET_COUNT
 ROW = "__mcdc_row"
 PARTITION = "__mcdc_part"  # the Spark partition id, added by the job so the task can name its outputs
-RESERVED_PREFIX = "__mcdc_"  # the merge job's working columns; no table column may start with it
 
 RESULT_SCHEMA = pa.schema([
     ("stage", pa.string()),  # staging table of the partition's removals, or null
@@ -96,7 +94,7 @@ def scratch_segment_prefix(pipeline: str, segment_index: int) -> str:
 
 
 def qualified_staging(name: str) -> str:
-    return f"{quote_ident(CHECKPOINT_SCHEMA)}.{quote_ident(name)}"
+    return f"{quote_ident(STATE_SCHEMA)}.{quote_ident(name)}"
 
 
 @dataclass(frozen=True)

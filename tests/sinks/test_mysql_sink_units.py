@@ -1,4 +1,5 @@
-"""Spark-free parts of the merge job: the LOAD DATA encoding, the replay rules, type matching."""
+"""The MySQL sink's Spark-free parts: the LOAD DATA encoding, type matching, its connection error,
+shadow table names."""
 
 import datetime as dt
 from decimal import Decimal
@@ -6,11 +7,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from mysql_cdc.apply.encoding import encode_rows, load_column, load_data_clause
-from mysql_cdc.contracts import RangeGapError, ReplayError
-from mysql_cdc.apply.follower import FollowerColumn, shadow_name
-from mysql_cdc.contracts import plan_replay
-from mysql_cdc.contracts import BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, RowSegment
+from mysql_cdc.sinks.mysql.encoding import encode_rows, load_column, load_data_clause
+from mysql_cdc.sinks.mysql.tables import FollowerColumn, shadow_name
 
 
 def encoded(values, arrow_type, mysql_type="x") -> list[str]:
@@ -69,63 +67,9 @@ def test_batch_types_match_follower_columns(batch_type, follower, same):
     assert column.matches(batch_type) is same
 
 
-# -- replay rules --------------------------------------------------------------------------------
-
-P = BinlogPosition.parse
-
-
-def batch_with(*segments, start="binlog.000001:100", end="binlog.000001:900") -> ChangeBatch:
-    return ChangeBatch("p", "b", P(start), P(end), tuple(segments))
-
-
-ROWS = RowSegment(0, P("binlog.000001:100"), P("binlog.000001:400"), ())
-DDL = DdlSegment(1, P("binlog.000001:400"), P("binlog.000001:500"), "db", "ALTER TABLE t ADD c INT",
-                 "alter_table", (DdlTarget("db", "t"),))
-MORE = RowSegment(2, P("binlog.000001:500"), P("binlog.000001:900"), ())
-
-
-@pytest.mark.parametrize(("checkpoint", "expected"), [
-    ("binlog.000001:100", [ROWS, DDL, MORE]),
-    ("binlog.000001:250", [ROWS, DDL, MORE]),  # inside the first row segment: its later rows apply
-    ("binlog.000001:400", [DDL, MORE]),
-    ("binlog.000001:500", [MORE]),
-    ("binlog.000001:900", []),
-    ("binlog.000002:4", []),
-])
-def test_segments_left_to_apply(checkpoint, expected):
-    plan = plan_replay(batch_with(ROWS, DDL, MORE), Checkpoint("p", P(checkpoint)))
-    assert list(plan.segments) == expected and plan.noop == (not expected)
-
-
-def test_a_gap_names_both_positions():
-    with pytest.raises(RangeGapError, match=r"gap: range \[binlog.000001:100, .* checkpoint binlog.000001:50"):
-        plan_replay(batch_with(ROWS), Checkpoint("p", P("binlog.000001:50")))
-
-
-def test_a_pending_ddl_must_be_the_next_segment():
-    pending = Checkpoint("p", P("binlog.000001:400"), pending_ddl_pos=P("binlog.000001:400"),
-                         pending_ddl_fingerprint="f")
-    assert plan_replay(batch_with(ROWS, DDL, MORE), pending).segments == (DDL, MORE)
-    elsewhere = Checkpoint("p", P("binlog.000001:100"), pending_ddl_pos=P("binlog.000001:77"))
-    with pytest.raises(ReplayError, match="pending DDL at binlog.000001:77"):
-        plan_replay(batch_with(ROWS, DDL, MORE), elsewhere)
-
-
-def test_one_line_error_digs_the_real_error_out_of_an_executor_report():
-    from mysql_cdc.spark.merge import one_line
-
-    report = RuntimeError(
-        "An exception was thrown from the Python worker. Please see the stack trace below.\n"
-        "Traceback (most recent call last):\n  File \"staging.py\", line 1, in load\n"
-        "mysql_cdc.apply.staging.StagingError: loading staging table stg_x changed values: Data truncated\n"
-    )
-    assert one_line(report) == "mysql_cdc.apply.staging.StagingError: loading staging table stg_x changed values: Data truncated"
-    assert one_line(RangeGapError("gap: batch b starts at x")) == "gap: batch b starts at x"
-
-
 def test_the_merge_names_the_follower_connection_it_cannot_reach():
     from local_services import free_port
-    from mysql_cdc.apply.connection import connect
+    from mysql_cdc.sinks.mysql.connection import connect
     from mysql_cdc.apply.errors import MergeError
     from mysql_cdc.settings import MySQLSettings
 

@@ -21,8 +21,8 @@ RESNAPSHOT_PARAM = "resnapshot"
 TABLE_GLOB_PATTERN = r"^(\*|[^.\s]+\.[^.\s]+)$"
 
 
-class BackfillParamError(ValueError):
-    """A backfill param is wrong; ``param`` names it."""
+class RunParamError(ValueError):
+    """A replay or resnapshot param is wrong; ``param`` names it."""
 
     def __init__(self, param: str, message: str):
         super().__init__(f"param '{param}': {message}")
@@ -36,25 +36,25 @@ def _given(value: Any) -> bool:
 def _position(params: Mapping[str, Any], name: str) -> BinlogPosition:
     value = params.get(name)
     if not isinstance(value, str):
-        raise BackfillParamError(name, f"expected a FILE:OFFSET string such as 'binlog.000003:1146', got {value!r}")
+        raise RunParamError(name, f"expected a FILE:OFFSET string such as 'binlog.000003:1146', got {value!r}")
     try:
         return BinlogPosition.parse(value)
     except InvalidPosition as exc:
-        raise BackfillParamError(name, str(exc)) from None
+        raise RunParamError(name, str(exc)) from None
 
 
-def backfill_range(params: Mapping[str, Any]) -> PositionRange | None:
-    """The run's backfill range, or None for a regular run (neither param given)."""
+def replay_range(params: Mapping[str, Any]) -> PositionRange | None:
+    """The run's replay range, or None for a regular run (neither param given)."""
     start_given, end_given = _given(params.get(START_PARAM)), _given(params.get(END_PARAM))
     if not start_given and not end_given:
         return None
     if not end_given:
-        raise BackfillParamError(END_PARAM, "is missing: a backfill needs both 'start' and 'end' (or neither)")
+        raise RunParamError(END_PARAM, "is missing: a replay needs both 'start' and 'end' (or neither)")
     if not start_given:
-        raise BackfillParamError(START_PARAM, "is missing: a backfill needs both 'start' and 'end' (or neither)")
+        raise RunParamError(START_PARAM, "is missing: a replay needs both 'start' and 'end' (or neither)")
     start, end = _position(params, START_PARAM), _position(params, END_PARAM)
     if not start < end:
-        raise BackfillParamError(END_PARAM, f"{end} must be after start {start}: the range [start, end) is empty")
+        raise RunParamError(END_PARAM, f"{end} must be after start {start}: the range [start, end) is empty")
     return PositionRange(start, end)
 
 
@@ -64,11 +64,11 @@ def resnapshot_tables(params: Mapping[str, Any]) -> list[str] | None:
     if value in (None, "", []):
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) and re.match(TABLE_GLOB_PATTERN, v) for v in value):
-        raise BackfillParamError(
+        raise RunParamError(
             RESNAPSHOT_PARAM, f"expected a list of db.table names (globs allowed) or [\"*\"], got {value!r}"
         )
     if _given(params.get(START_PARAM)) or _given(params.get(END_PARAM)):
-        raise BackfillParamError(RESNAPSHOT_PARAM, "a run either replays a binlog range or re-copies tables, not both")
+        raise RunParamError(RESNAPSHOT_PARAM, "a run either replays a binlog range or re-copies tables, not both")
     return list(value)
 
 
@@ -79,7 +79,7 @@ def refuse_date_range_backfill(run_type: Any) -> None:
     """A CDC run reads the binlog from the checkpoint whatever its logical date: the runs of an
     Airflow date-range backfill would replay nothing of their dates, so they are refused."""
     if str(getattr(run_type, "value", run_type)) == DATE_RANGE_BACKFILL:
-        raise BackfillParamError(
+        raise RunParamError(
             "logical date",
             "this run belongs to an Airflow date-range backfill, which a CDC pipeline cannot use: a run reads "
             "the leader's binlog from the pipeline's checkpoint whatever its logical date, so runs for past "
@@ -88,7 +88,7 @@ def refuse_date_range_backfill(run_type: Any) -> None:
         )
 
 
-def backfill_params() -> dict:
+def run_params() -> dict:
     """The DAG params, with the schema the trigger form validates before a run is created."""
     from airflow.sdk import Param  # imported here: the rest of this module is plain Python
 

@@ -1,0 +1,226 @@
+"""A Delta Lake follower: the leader's table ``db.t`` is the Delta table ``<location>/db/t``.
+
+How a batch lands (``Sink`` methods):
+
+- rows: each table's net rows become one Delta ``MERGE`` (by primary key; a keyless table by its
+  full rows as a multiset, ``merges``), committed with ``txnAppId`` = the pipeline (and leader)
+  and ``txnVersion`` = the segment's end position (``state.delta.location.position_version``):
+  Delta skips a commit it already has, so a retry after a crash at any point re-runs the segment
+  and changes only the tables that were not committed yet. When every table of the segment is
+  committed, the pipeline's state row moves to the segment's end with every table's Delta
+  version: the consistent cut readers use (``state.delta.cut``).
+- DDL (``ddl``): column renames and drops in place (column mapping by name), TRUNCATE as a
+  ``DELETE`` under the same transaction ids, a dropped table emptied and left out of the cut, a
+  renamed table copied to its new path; new columns and exact type widenings when the table's
+  next rows arrive with them (the binlog carries a table's columns with its rows).
+- a copy: the caught-up rows overwrite the table in one commit (readers see the old rows or the
+  copy), and the state records the table's position.
+
+The pipeline's state is delta-rs's (``mysql_cdc.state.delta``), written from the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ...apply.report import TableReport
+from ...contracts import (
+    DONE, ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TableChanges, TablePosition,
+    TablePositions, require_checkpoint,
+)
+from ...contracts import change_row as cr
+from ...faults import crash_point
+from ...state.delta import same_place
+from ...state.delta.location import LakeLocation, position_version
+from ...state.delta.tables import StateRow, StateTables
+from ..base import BatchJob, Sink, TableCopy
+from . import ddl, merges
+from .tables import DeltaTableRef, create_table, follow_schema, overwrite, schema_ddl, table_exists, to_delta
+
+log = logging.getLogger("mysql_cdc.merge")
+
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+@dataclass
+class StagedRows:
+    table: TableChanges
+    target: DeltaTableRef
+    rows: DataFrame  # net rows in Delta values, cached for the counts and the MERGE
+    written: int
+
+
+class StateMovedError(RuntimeError):
+    """Another merge of the pipeline moved its checkpoint meanwhile."""
+
+
+class DeltaSink(Sink):
+    def __init__(self, location: LakeLocation):
+        self.location = location
+        self.state = StateTables(location)
+        self.job: BatchJob | None = None
+        self._staged: dict[int, list[StagedRows]] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "DeltaSink":
+        return cls(LakeLocation.from_json(settings["location"], "follower location"))
+
+    # -- Spark and names --------------------------------------------------------------------------
+
+    def spark(self):
+        """The job's session with this location's S3A settings, set here at run time (from the
+        secrets file) so no credential is ever on the spark-submit command line."""
+        spark = self.job.spark()
+        conf = self.location.hadoop_conf()
+        hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in conf.items():
+            hadoop.set(key, value)
+            spark.conf.set(key, value)  # copied into each write's Hadoop configuration (executors)
+        return spark
+
+    def ref(self, database: str, table: str) -> DeltaTableRef:
+        return DeltaTableRef(f"{database}.{table}", self.location.spark_path(self.location.table_uri(database, table)))
+
+    def app_id(self, batch: ChangeBatch) -> str:
+        # positions of two leaders do not compare: after a failover the versions start afresh
+        return f"mysql-cdc/{batch.pipeline}/{batch.leader_id or 'leader'}"
+
+    def version(self, database: str, table: str) -> int:
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.location.table_uri(database, table),
+                          storage_options=self.location.storage_options()).version()
+
+    def idempotent(self, app_id: str, version: int):
+        """Session settings under which the next Delta DML commit is skipped if the table already
+        has a commit of ``app_id`` at ``version`` or later (Delta's idempotent DML)."""
+        sink = self
+
+        class _Txn:
+            def __enter__(self):
+                sink.job.spark().conf.set(TXN_APP_ID, app_id)
+                sink.job.spark().conf.set(TXN_VERSION, str(version))
+
+            def __exit__(self, *exc):
+                sink.job.spark().conf.unset(TXN_APP_ID)
+                sink.job.spark().conf.unset(TXN_VERSION)
+
+        return _Txn()
+
+    # -- state --------------------------------------------------------------------------------------
+
+    def _state(self, pipeline: str) -> StateRow:
+        row = self.state.read_state(pipeline)
+        require_checkpoint(row.checkpoint if row is not None else None, pipeline)
+        return row
+
+    def _expect(self, expected: Checkpoint) -> StateRow:
+        row = self._state(expected.pipeline)
+        if not same_place(row.checkpoint, expected):
+            raise StateMovedError(
+                f"the checkpoint of pipeline {expected.pipeline!r} moved from {expected.position} to "
+                f"{row.checkpoint.position} during this merge (another merge of the pipeline?); the retry applies "
+                "what is left")
+        return row
+
+    def checkpoint(self, pipeline: str) -> Checkpoint:
+        return self._state(pipeline).checkpoint
+
+    def table_positions(self, pipeline: str) -> TablePositions:
+        return self._state(pipeline).positions
+
+    def begin(self, job: BatchJob) -> None:
+        self.job = job  # nothing is left behind by a crashed attempt: Delta commits are atomic
+
+    def advance(self, expected: Checkpoint, done: Checkpoint) -> None:
+        row = self._expect(expected)
+        self.state.write_state(replace(row, checkpoint=done))
+
+    # -- rows -------------------------------------------------------------------------------------
+
+    def check_table(self, changes: TableChanges) -> DeltaTableRef:
+        target = self.ref(changes.database, changes.table)
+        follow_schema(self.spark(), target, changes.columns)
+        return target
+
+    def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef, net: DataFrame,
+                   report: TableReport) -> StagedRows:
+        table = segment.tables[index]
+        rows = to_delta(net, table.columns, (cr.NET_OP, cr.NET_COUNT)).cache()
+        counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
+        report.inserted = counts.get(cr.INSERT, 0)
+        report.updated = counts.get(cr.UPDATE, 0)
+        report.deleted = counts.get(cr.DELETE, 0)
+        staged = StagedRows(table, target, rows, report.inserted + report.updated + report.deleted)
+        self._staged.setdefault(segment.index, []).append(staged)
+        return staged
+
+    def commit_rows(self, job: BatchJob, expected: Checkpoint, staged: list[StagedRows],
+                    done: Checkpoint) -> dict[str, tuple[int, float]]:
+        row = self._expect(expected)
+        versions = dict(row.versions)
+        applied = {}
+        spark = self.spark()
+        with self.idempotent(self.app_id(job.batch), position_version(done.position)):
+            for i, s in enumerate(staged):
+                if i:
+                    crash_point("between_tables")
+                started = time.monotonic()
+                merges.merge_rows(spark, s.target, s.table, s.rows)
+                versions[s.target.name] = self.version(s.table.database, s.table.table)
+                applied[s.table.qualified_name] = (s.written, time.monotonic() - started)
+        crash_point("before_checkpoint")
+        self.state.write_state(replace(row, checkpoint=done, versions=versions))
+        return applied
+
+    def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
+        for staged in self._staged.pop(segment.index, []):
+            staged.rows.unpersist()
+
+    # -- DDL --------------------------------------------------------------------------------------
+
+    def replay_ddl(self, batch: ChangeBatch, segment: DdlSegment, checkpoint: Checkpoint) -> Checkpoint:
+        row = self._expect(checkpoint)
+        versions = dict(row.versions)
+        with self.idempotent(self.app_id(batch), position_version(segment.end)):
+            ddl.replay(self, segment, versions)
+        crash_point("before_checkpoint")
+        done = Checkpoint(batch.pipeline, segment.end, segment.gtid or checkpoint.gtid, batch.batch_id,
+                          gtid_set=segment.gtid_set, leader_id=batch.leader_id)
+        self.state.write_state(replace(row, checkpoint=done, versions=versions))
+        return done
+
+    # -- copies -----------------------------------------------------------------------------------
+
+    def replace_table(self, job: BatchJob, copy: TableCopy, checkpoint: Checkpoint, done: Checkpoint | None,
+                      report: TableReport) -> None:
+        segment = copy.segment
+        row = self._expect(checkpoint)
+        started = time.monotonic()
+        spark = self.spark()
+        target = self.ref(segment.database, segment.table)
+        rows, (report.inserted, report.updated, report.deleted) = copy.rows()
+        if not table_exists(spark, target):
+            create_table(spark, target, segment.columns)
+        report.stage_seconds = time.monotonic() - started
+        applied = time.monotonic()
+        data = (spark.createDataFrame([], schema_ddl(segment.columns, target.name)) if rows is None
+                else to_delta(rows, segment.columns))
+        # one commit replaces the rows (and the columns): readers see the old table or the copy
+        overwrite(spark, target, data, (self.app_id(job.batch), position_version(segment.at)))
+        report.rows_written = merges.rows_written(self.location.table_uri(segment.database, segment.table),
+                                                  self.location.storage_options())
+        report.apply_seconds = time.monotonic() - applied
+        crash_point("before_checkpoint")
+        positions = dict(row.positions.by_table)
+        positions[(segment.database, segment.table)] = TablePosition(
+            segment.database, segment.table, segment.at, job.batch.batch_id, DONE)
+        versions = {**row.versions, target.name: self.version(segment.database, segment.table)}
+        self.state.write_state(StateRow(done or row.checkpoint, TablePositions(positions), versions))

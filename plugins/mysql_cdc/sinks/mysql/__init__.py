@@ -1,0 +1,209 @@
+"""A MySQL or MariaDB server as the follower.
+
+How a batch lands (``Sink`` methods; the modules beside this one do the work):
+
+- rows: the executors split each table's net rows per Spark partition (``staging``): removals
+  into a staging table in the follower, final rows into a load file in the batch store; then the
+  driver applies every table of the segment and moves the checkpoint in ONE follower transaction
+  (``follower.Follower.apply_rows``, ``rows``), which LOADs the files straight into the tables.
+- DDL: replayed on the follower in its dialect (``dialect``), crash-safe through the checkpoint's
+  pending-DDL marker.
+- a copy: loaded by the executors in parallel into a shadow table beside the target, which the
+  driver renames into its place, crash-safe through the table position's ``swapping`` state (a
+  table a rename would break, with triggers or foreign keys, is loaded in the commit's own
+  transaction instead).
+
+The pipeline's state is the ``_mysql_cdc`` schema of this same server (``mysql_cdc.state.mysql``),
+so the checkpoint moves in the transaction that writes the rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from functools import partial
+from typing import Any, Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ...apply.reader import snapshot_schema
+from ...apply.report import TableReport
+from ...contracts import SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TablePositions
+from ...faults import crash_point
+from ...settings import MySQLSettings
+from ...spark.read import spark_schema, unit_indexes
+from ..base import BatchJob, Sink, TableCopy
+from .follower import Follower
+from .staging import (
+    PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, prepare_read_units, scratch_prefix, scratch_segment_prefix,
+    staging_prefix, staging_segment_prefix, staging_table_prefix,
+)
+from .tables import FollowerColumn, StagedTable
+
+log = logging.getLogger("mysql_cdc.merge")
+
+
+def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
+    """Prepare net rows for the follower transaction from the executors, in parallel: each
+    partition's removals into a staging table, its final rows into a load file (or into
+    ``plan.load_into``); returns one result per non-empty partition."""
+    tagged = net.withColumn(PARTITION, F.spark_partition_id())
+    results = tagged.mapInArrow(partial(prepare_partitions, plan), spark_schema(RESULT_SCHEMA)).collect()
+    return [r.asDict() for r in results]
+
+
+def counts(staged: StagedTable) -> tuple[int, int, int]:
+    """Rows inserted, updated and deleted by applying a staged table."""
+    return staged.total("inserts"), staged.total("upserts"), staged.total("deletes")
+
+
+class MySQLSink(Sink):
+    def __init__(self, settings: MySQLSettings, leader_flavor: str | None = None):
+        self.settings = settings
+        self.follower = Follower(settings, leader_flavor)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "MySQLSink":
+        return cls(MySQLSettings(**settings), leader_flavor)
+
+    def close(self) -> None:
+        self.follower.close()
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def checkpoint(self, pipeline: str) -> Checkpoint:
+        return self.follower.checkpoint(pipeline)
+
+    def table_positions(self, pipeline: str) -> TablePositions:
+        return self.follower.table_positions(pipeline)
+
+    def begin(self, job: BatchJob) -> None:
+        self.follower.drop_staging(staging_prefix(job.batch.pipeline))
+        job.store.delete_prefix(scratch_prefix(job.batch.pipeline))
+
+    def advance(self, expected: Checkpoint, done: Checkpoint) -> None:
+        self.follower.advance(expected, done)
+
+    # -- rows -------------------------------------------------------------------------------------
+
+    def check_table(self, changes) -> tuple[FollowerColumn, ...]:
+        return self.follower.check_table(changes)
+
+    def _plan(self, job: BatchJob, segment: RowSegment | SnapshotSegment, index: int, table,
+              columns: tuple[FollowerColumn, ...]) -> StagePlan:
+        # (batch column, follower column) pairs; a keyed table's deletes need only its key, a keyless
+        # row is named by all its values. Batch names address the Arrow data, follower columns give
+        # the staging DDL (names compare case-insensitively in MySQL).
+        pairs = list(zip(table.columns, columns))
+        keys = {k.lower() for k in table.key_columns}
+        removal = [p for p in pairs if p[0].name.lower() in keys] if keys else pairs
+        return StagePlan(
+            follower=self.settings,
+            storage=job.storage,
+            table_prefix=staging_table_prefix(job.batch.pipeline, segment.index, index),
+            scratch_dir=f"{scratch_segment_prefix(job.batch.pipeline, segment.index)}{index:03d}",
+            keyed=bool(keys),
+            columns=tuple(c.name for c in table.columns),
+            mysql_types=tuple(c.mysql_type for c in table.columns),
+            insert_columns=tuple(c.name for c, f in pairs if not f.generated),
+            removal_columns=tuple(c.name for c, _ in removal),
+            removal_ddl=tuple(f.staging_ddl() for _, f in removal),
+        )
+
+    def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
+                   net: DataFrame, report: TableReport) -> StagedTable:
+        table = segment.tables[index]
+        staged = StagedTable(table, target, tuple(stage(net, self._plan(job, segment, index, table, target))))
+        report.inserted, report.updated, report.deleted = counts(staged)
+        return staged
+
+    def commit_rows(self, job: BatchJob, expected: Checkpoint, staged: list[StagedTable],
+                    done: Checkpoint) -> dict[str, tuple[int, float]]:
+        return self.follower.apply_rows(expected, [s for s in staged if s.stages], job.store, done)
+
+    def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
+        self.follower.drop_staging(staging_segment_prefix(job.batch.pipeline, segment.index))
+        job.store.delete_prefix(scratch_segment_prefix(job.batch.pipeline, segment.index))
+
+    # -- DDL --------------------------------------------------------------------------------------
+
+    def replay_ddl(self, batch: ChangeBatch, segment: DdlSegment, checkpoint: Checkpoint) -> Checkpoint:
+        return self.follower.replay_ddl(batch, segment, checkpoint)
+
+    # -- copies -----------------------------------------------------------------------------------
+
+    def _swap_started(self, job: BatchJob, segment: SnapshotSegment) -> bool:
+        """Whether an earlier attempt had this copy complete in its shadow table and began to swap
+        it in (then crashed): the retry only finishes the swap."""
+        position = self.follower.table_positions(job.batch.pipeline).of(segment.database, segment.table)
+        return (position is not None and position.state == SWAPPING and position.batch_id == job.batch.batch_id
+                and position.position == segment.at)
+
+    def replace_table(self, job: BatchJob, copy: TableCopy, checkpoint: Checkpoint, done: Checkpoint | None,
+                      report: TableReport) -> None:
+        segment = copy.segment
+        if self._swap_started(job, segment):
+            log.info("%s: finishing the swap of its copy that a crash interrupted", segment.qualified_name)
+            self.follower.finish_swap(checkpoint, segment, job.batch.batch_id, done)
+            return
+        columns = self.follower.prepare_snapshot_table(segment)
+        refused = self.follower.swap_refused(segment.database, segment.table)
+        if refused:
+            log.info("%s: the copy is loaded in one stream inside the commit's transaction, not through a shadow "
+                     "table: %s", segment.qualified_name, refused)
+        try:
+            self._load_copy(job, copy, checkpoint, columns, done, report, shadow=not refused)
+        finally:
+            self.discard_segment(job, segment)
+
+    def _load_files(self, job: BatchJob, segment: SnapshotSegment, plan: StagePlan) -> list[dict]:
+        """A copy with no catch-up (nothing changed in the table during it) goes from its Parquet
+        files into ``plan.load_into`` in the tasks that read them: no transform, so no row needs to
+        cross into Spark's JVM and back. Returns one stage result per task."""
+        table = segment.as_table_changes()
+        units, indexes = unit_indexes(job.spark(), table)
+        if not units:
+            return []
+        load = partial(prepare_read_units, plan, job.storage, job.batch.prefix, snapshot_schema(table), units)
+        return [r.asDict() for r in indexes.mapInArrow(load, spark_schema(RESULT_SCHEMA)).collect()]
+
+    def _load_copy(self, job: BatchJob, copy: TableCopy, checkpoint: Checkpoint, columns: tuple[FollowerColumn, ...],
+                   done: Checkpoint | None, report: TableReport, shadow: bool) -> None:
+        """Stage the caught-up copy and apply it. Through a shadow table (``shadow``), the Spark
+        tasks load their partitions into it in parallel and the driver swaps it in; otherwise the
+        driver loads the load files in the transaction that records the table's position."""
+        started = time.monotonic()
+        segment = copy.segment
+        table = segment.as_table_changes()
+        plan = self._plan(job, segment, 0, table, columns)
+        if shadow:
+            plan = replace(plan, load_into=self.follower.create_shadow(segment))
+        swapping = False  # once True, a shadow left behind may be the copy a retry swaps in
+        try:
+            if shadow and not copy.caught_up:
+                staged = StagedTable(table, columns, tuple(self._load_files(job, segment, plan)))
+            else:
+                rows, (report.inserted, report.updated, report.deleted) = copy.rows()
+                staged = StagedTable(table, columns, tuple(stage(rows, plan)) if rows is not None else ())
+            crash_point("after_staging")
+            report.stage_seconds = time.monotonic() - started
+            applied = time.monotonic()
+            # without a catch-up the load must hold exactly the rows copied; with one, what was staged
+            if shadow:
+                expected = staged.total("loaded") if copy.caught_up else segment.row_count
+                swapping = True
+                report.rows_written = self.follower.swap_in(checkpoint, segment, job.batch.batch_id, done, expected)
+            else:
+                report.rows_written = self.follower.apply_snapshot(
+                    checkpoint, segment, staged, job.store, job.batch.batch_id, done,
+                    None if copy.caught_up else segment.row_count)
+            report.apply_seconds = time.monotonic() - applied
+        except BaseException:
+            if shadow and not swapping:
+                try:
+                    self.follower.drop_shadow(segment)
+                except Exception:  # noqa: BLE001 - the retry drops it; keep the real error
+                    log.warning("could not drop the shadow table of %s", segment.qualified_name, exc_info=True)
+            raise

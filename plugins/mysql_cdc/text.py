@@ -1,0 +1,8 @@
+"""How counts read in logs, on the page and in results."""
+
+from __future__ import annotations
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 table``, ``2 tables``: how every count reads in logs and on the page."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"

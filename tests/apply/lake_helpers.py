@@ -1,0 +1,157 @@
+"""Test helpers for a Delta Lake follower: a pipeline whose follower is a lake location (its state
+in the lake, through ``DeltaStateStore``), the merge job as Airflow submits it for a lake, and the
+comparison of the leader's tables with the lake's, read with delta-rs (never with the product's
+own reader) at the consistent cut the state records."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import struct
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, fields
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+
+from merge_helpers import SPARK_SUBMIT, Pipeline, _fetch, table_names
+from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.capture.snapshot_copy import snapshot_tables
+from mysql_cdc.contracts import ChangeBatch, Checkpoint
+from mysql_cdc.followers import FollowerSpec
+from mysql_cdc.packaging import MERGE_JOB, build_py_files
+from mysql_cdc.settings import SECRETS_ENV, JobSecrets, SnapshotOptions
+from mysql_cdc.state.delta import DeltaStateStore
+from mysql_cdc.state.delta.location import LakeLocation
+from mysql_cdc.state.delta.packages import submit_needs
+from mysql_cdc.storage import StorageSpec
+
+
+@dataclass
+class LakePipeline(Pipeline):
+    lake: StorageSpec | None = None
+
+    @classmethod
+    def of(cls, pipeline: Pipeline, lake: StorageSpec) -> "LakePipeline":
+        return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, lake=lake)
+
+    @property
+    def state(self) -> DeltaStateStore:
+        return DeltaStateStore(LakeLocation(self.lake))
+
+    @property
+    def secrets(self) -> JobSecrets:
+        return JobSecrets(FollowerSpec.delta(self.lake), self.storage)
+
+    def start(self) -> "LakePipeline":
+        from merge_helpers import leader_position
+
+        self.position = leader_position(self.leader_settings)
+        self.state.initialize(Checkpoint(self.name, self.position))
+        return self
+
+    def snapshot(self, only=None, options: SnapshotOptions = SnapshotOptions()) -> ChangeBatch:
+        batch = snapshot_tables(self.leader_settings, self.storage, self.name, TableFilter((f"{self.database}.*",)),
+                                only, options=options)
+        checkpoint = self.state.start_snapshot(batch)
+        self.position = max(self.position, checkpoint.position) if self.position else checkpoint.position
+        self.batches.append(batch)
+        return batch
+
+    def table_positions(self):
+        return self.state.table_positions(self.name)
+
+    def checkpoint(self) -> Checkpoint | None:
+        return self.state.checkpoint(self.name)
+
+    def cut(self):
+        from mysql_cdc.state.delta.cut import read_cut
+
+        return read_cut(self.lake.uri, self.name, s3_options=dict(self.lake.options))
+
+
+def lake_submit(pipeline: LakePipeline, batch: ChangeBatch, work_dir: Path, extra_env: dict | None = None,
+                timeout: float = 400) -> subprocess.CompletedProcess:
+    """The merge job for a lake follower as the merge task submits it: the zip, the Delta jars and
+    properties (``SubmitNeeds``), the secrets in a 0600 file."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    py_files = build_py_files(work_dir)
+    secrets_file = work_dir / "secrets.json"
+    pipeline.secrets.write(str(secrets_file))
+    needs = submit_needs()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable, **(extra_env or {})})
+    cmd = [str(SPARK_SUBMIT), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           "--driver-java-options", "-XX:TieredStopAtLevel=1", "--jars", ",".join(needs.jars)]
+    for key, value in needs.conf:
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += ["--py-files", py_files, str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    secret = pipeline.lake.options.get("aws_secret_access_key")
+    if secret:
+        assert secret not in " ".join(cmd) and secret not in result.stdout + result.stderr
+    return result
+
+
+# -- comparing the leader with the lake ---------------------------------------------------------
+
+
+def leader_columns(leader, database: str, table: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in _fetch(
+        leader, "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "
+        f"'{database}' AND TABLE_NAME = '{table}' ORDER BY ORDINAL_POSITION")]
+
+
+def _float32(value):
+    return struct.unpack("f", struct.pack("f", value))[0] if isinstance(value, float) else value
+
+
+def _plain(value, mysql_type: str):
+    """A value as both sides can hold it exactly: TIME as microseconds (the lake's BIGINT), an
+    instant as UTC wall clock, DECIMAL beyond 38 digits from its exact text, FLOAT at its
+    single precision."""
+    if isinstance(value, dt.timedelta):
+        return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if mysql_type == "decimal" and isinstance(value, str):
+        return Decimal(value)
+    if mysql_type == "float":
+        return _float32(value)
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def leader_rows(leader, database: str, table: str) -> Counter:
+    columns = leader_columns(leader, database, table)
+    rows = _fetch(leader, f"SELECT {', '.join(f'`{c}`' for c, _ in columns)} FROM `{database}`.`{table}`")
+    return Counter(tuple(_plain(v, t) for v, (_, t) in zip(row, columns)) for row in rows)
+
+
+def lake_rows(pipeline: LakePipeline, leader, database: str, table: str) -> Counter:
+    """The lake table's rows at the consistent cut, read with delta-rs's own query engine."""
+    from deltalake import QueryBuilder
+
+    columns = leader_columns(leader, database, table)
+    delta = pipeline.cut().tables[f"{database}.{table}"]
+    selected = ", ".join('"' + c + '"' for c, _ in columns)
+    arrow = pa.table(QueryBuilder().register("t", delta).execute(f"SELECT {selected} FROM t").read_all())
+    return Counter(tuple(_plain(v, t) for v, (_, t) in zip(row.values(), columns)) for row in arrow.to_pylist())
+
+
+def assert_lake_equals_leader(pipeline: LakePipeline, database: str | None = None) -> None:
+    """Every leader table of the database is in the cut with the same rows (as multisets), and the
+    cut has no other table of it."""
+    database = database or pipeline.database
+    leader = pipeline.leader
+    cut = pipeline.cut()
+    in_cut = sorted(n.split(".", 1)[1] for n in cut.versions if n.split(".", 1)[0] == database)
+    assert in_cut == table_names(leader, database), f"tables differ: lake {in_cut}"
+    for table in in_cut:
+        expected, actual = leader_rows(leader, database, table), lake_rows(pipeline, leader, database, table)
+        missing, extra = expected - actual, actual - expected
+        assert not missing and not extra, f"{table}: missing in the lake {dict(missing)}, extra {dict(extra)}"

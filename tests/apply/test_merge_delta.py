@@ -1,0 +1,189 @@
+"""A Delta Lake follower: real MariaDB/MySQL leaders, the real merge job (in-process on the session's
+SparkSession with Delta, or spark-submit as the merge task runs it), lakes on ``file://`` and on a
+real S3 endpoint (moto). The lake is read back with delta-rs at the consistent cut and compared
+with the leader, table by table, value by value."""
+
+from __future__ import annotations
+
+import pytest
+
+from apply_workload import Workload
+from lake_helpers import LakePipeline, assert_lake_equals_leader, lake_rows, lake_submit, leader_rows
+from merge_helpers import job_output
+from mysql_cdc.spark.merge import run_merge
+from mysql_cdc.storage import StorageSpec
+from test_merge_types import COLUMNS, FILL_NULLS, NULLS, ROW_1, ROW_2, UPDATE_ALL
+
+
+@pytest.fixture
+def lake_pipeline(make_pipeline, tmp_path, request):
+    """make(flavor="mariadb", s3=False) -> a started LakePipeline on a file:// lake, or an s3:// one
+    on the session's moto endpoint."""
+
+    def make(flavor: str = "mariadb", s3: bool = False) -> LakePipeline:
+        base = make_pipeline(flavor=flavor, start=False)
+        if s3:
+            bucket = request.getfixturevalue("s3_bucket")
+            options = {k: bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id",
+                                              "aws_secret_access_key")}
+            lake = StorageSpec(f"s3://{bucket['bucket']}/lake", options)
+        else:
+            lake = StorageSpec(f"file://{tmp_path}/lake")
+        return LakePipeline.of(base, lake).start()
+
+    return make
+
+
+def seed_workload(db: str) -> list[str]:
+    return [
+        f"CREATE DATABASE {db}", f"USE {db}",
+        "CREATE TABLE owner (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, since DATETIME(6) NULL)",
+        "CREATE TABLE pet (name VARCHAR(20), owner VARCHAR(20), species VARCHAR(20), sex CHAR(1), birth DATE)",
+        "INSERT INTO owner VALUES (1, 'Harold', '2020-01-01 10:00:00.5'), (2, 'Gwen', NULL), (3, 'Benny', NULL)",
+        "INSERT INTO pet VALUES ('Fluffy','Harold','cat','f','1993-02-04'), ('Claws','Gwen','cat','m','1994-03-17'),"
+        " ('Buffy','Harold','dog','f','1989-05-13'), ('Buffy','Harold','dog','f','1989-05-13'),"
+        " ('Whistler','Gwen','bird',NULL,'1997-12-09')",
+        "UPDATE owner SET name = 'Harold H' WHERE id = 1",
+        "UPDATE owner SET id = 30 WHERE id = 3",  # a key change
+        "DELETE FROM owner WHERE id = 2",
+        "DELETE FROM pet WHERE name = 'Buffy' LIMIT 1",  # one of two equal rows
+        "UPDATE pet SET sex = 'm' WHERE name = 'Whistler'",  # NULL -> value in a keyless table
+    ]
+
+
+def test_keyed_and_keyless_tables_merge_into_delta_batch_after_batch(lake_pipeline, spark):
+    pipeline = lake_pipeline()
+    db = pipeline.database
+    first = pipeline.capture(seed_workload(db))
+    summary = run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    assert not summary.noop
+    assert_lake_equals_leader(pipeline)
+    assert pipeline.checkpoint().position == first.end
+    assert sum(leader_rows(pipeline.leader, db, "pet").values()) == 4
+
+    # a transaction across both tables, a delete of a row inserted before, duplicates added
+    second = pipeline.capture([
+        f"USE {db}", "BEGIN", "INSERT INTO owner VALUES (4, 'Diane', NOW(6))",
+        "INSERT INTO pet VALUES ('Chirpy','Diane','bird','f','1998-09-11'), ('Chirpy','Diane','bird','f','1998-09-11')",
+        "DELETE FROM owner WHERE id = 30", "UPDATE pet SET owner = 'Harold H' WHERE owner = 'Harold'", "COMMIT"])
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    cut = pipeline.cut()
+    assert cut.position == second.end == pipeline.checkpoint().position
+
+    # the same batch again is a no-op: nothing committed, the cut unchanged
+    again = run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    assert again.noop and pipeline.cut().versions == cut.versions
+
+
+def test_change_data_feed_is_on_and_readable(lake_pipeline, spark):
+    pipeline = lake_pipeline()
+    db = pipeline.database
+    batch = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}", "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+                              "INSERT INTO t VALUES (1, 10), (2, 20)", "UPDATE t SET v = 11 WHERE id = 1",
+                              "DELETE FROM t WHERE id = 2"])
+    run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    more = pipeline.capture([f"UPDATE {db}.t SET v = 12 WHERE id = 1", f"INSERT INTO {db}.t VALUES (3, 30)"])
+    run_merge(spark, pipeline.manifest_uri(more), pipeline.secrets)
+    path = pipeline.cut().location.spark_path(pipeline.cut().location.table_uri(db, "t"))
+    changes = {(r["id"], r["v"], r["_change_type"]) for r in spark.sql(
+        f"SELECT * FROM table_changes_by_path('{path}', 2)").collect()}
+    assert changes == {(1, 11, "update_preimage"), (1, 12, "update_postimage"), (3, 30, "insert")}
+
+
+@pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
+def test_every_type_is_exact_in_delta(lake_pipeline, spark, flavor):
+    pipeline = lake_pipeline(flavor=flavor)
+    db = pipeline.database
+    first = pipeline.capture([
+        f"CREATE DATABASE {db}", f"USE {db}",
+        f"CREATE TABLE types (id INT NOT NULL PRIMARY KEY, {COLUMNS})", f"CREATE TABLE bag ({COLUMNS})",
+        f"INSERT INTO types VALUES (1, {ROW_1}), (2, {ROW_2}), (3, {NULLS})",
+        f"INSERT INTO bag VALUES ({ROW_1}), ({ROW_1}), ({ROW_2}), ({NULLS}), ({NULLS})",
+    ])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    second = pipeline.capture([
+        f"USE {db}", f"UPDATE types {UPDATE_ALL} WHERE id = 1", f"UPDATE types {FILL_NULLS} WHERE id = 3",
+        "DELETE FROM types WHERE id = 2", f"UPDATE bag {UPDATE_ALL} WHERE ti = 127",
+        "DELETE FROM bag WHERE ti = -128 LIMIT 1", f"UPDATE bag {FILL_NULLS} WHERE ti IS NULL LIMIT 1",
+    ])
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    # the lossless stand-ins, read back with delta-rs: TIME as microseconds, DECIMAL(65,30) as text
+    row = {r[0]: r for r in lake_rows(pipeline, pipeline.leader, db, "types")}[1]
+    assert row is not None
+
+
+def test_ddl_follows_the_leader_in_binlog_order(lake_pipeline, spark):
+    pipeline = lake_pipeline()
+    db = pipeline.database
+    batch = pipeline.capture([
+        f"CREATE DATABASE {db}", f"USE {db}",
+        "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(10), gone INT)", "INSERT INTO a VALUES (1, 'x', 1), (2, 'y', 2)",
+        "CREATE TABLE b (id INT PRIMARY KEY, n SMALLINT)", "INSERT INTO b VALUES (1, 1)",
+        "CREATE TABLE c (id INT PRIMARY KEY)", "INSERT INTO c VALUES (1), (2)",
+        "CREATE TABLE d (id INT PRIMARY KEY)", "INSERT INTO d VALUES (7)",
+    ])
+    run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    ddl = pipeline.capture([
+        f"USE {db}",
+        "ALTER TABLE a RENAME COLUMN v TO label", "ALTER TABLE a DROP COLUMN gone", "ALTER TABLE a ADD COLUMN extra INT",
+        "UPDATE a SET extra = id * 10 WHERE id = 1",
+        "ALTER TABLE b MODIFY n BIGINT", "UPDATE b SET n = 9000000000 WHERE id = 1",  # widened in place
+        "TRUNCATE TABLE c", "INSERT INTO c VALUES (3)",
+        "RENAME TABLE d TO d2", "INSERT INTO d2 VALUES (8)",
+        "CREATE TABLE e (id INT PRIMARY KEY)", "INSERT INTO e VALUES (5)", "DROP TABLE e",
+    ])
+    run_merge(spark, pipeline.manifest_uri(ddl), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+
+
+def test_snapshot_and_resnapshot_replace_tables_in_one_commit(lake_pipeline, spark):
+    pipeline = lake_pipeline()
+    db = pipeline.database
+    pipeline.leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)",
+                             f"INSERT INTO {db}.t VALUES (1, 1), (2, 2), (3, 3)",
+                             f"CREATE TABLE {db}.k (v INT)", f"INSERT INTO {db}.k VALUES (1), (1)"])
+    copy = pipeline.snapshot()
+    run_merge(spark, pipeline.manifest_uri(copy), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    stream = pipeline.capture([f"INSERT INTO {db}.t VALUES (4, 4)", f"DELETE FROM {db}.k LIMIT 1"])
+    run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    pipeline.leader.run_sql([f"UPDATE {db}.t SET v = v + 100"])
+    again = pipeline.snapshot(only=[f"{db}.t"])
+    run_merge(spark, pipeline.manifest_uri(again), pipeline.secrets)
+    catch_up = pipeline.capture([f"INSERT INTO {db}.k VALUES (9)"])
+    run_merge(spark, pipeline.manifest_uri(catch_up), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+
+
+def test_a_lake_on_s3_through_spark_submit(lake_pipeline, tmp_path):
+    pipeline = lake_pipeline(s3=True)
+    batch = pipeline.capture(seed_workload(pipeline.database))
+    result = lake_submit(pipeline, batch, tmp_path / "job")
+    assert result.returncode == 0, job_output(result)[-4000:]
+    assert_lake_equals_leader(pipeline)
+
+
+SEED = 20261125
+
+
+def test_random_workload_into_delta(lake_pipeline, spark):
+    pipeline = lake_pipeline()
+    workload = Workload(SEED, pipeline.database)
+    conn = pipeline.leader.connect()
+    try:
+        for number in range(3):
+            def run():
+                if number == 0:
+                    workload.setup(conn)
+                workload.run(conn, transactions=15)
+
+            batch = pipeline.capture(run)
+            run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+            assert_lake_equals_leader(pipeline)
+    finally:
+        conn.close()
