@@ -187,3 +187,40 @@ def test_random_workload_into_delta(lake_pipeline, spark):
             assert_lake_equals_leader(pipeline)
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("crash_at", ["after_staging", "between_tables", "before_checkpoint"])
+def test_a_crash_at_each_step_then_the_retry_leaves_every_table_equal(lake_pipeline, spark, tmp_path, crash_at):
+    """A transaction across two tables, the merge job killed at each step of its segment (the
+    suite's fault injection: os._exit, no cleanup). Until the retry, the consistent cut is the
+    previous batch's whole: the transaction is seen whole or not at all, though a table's own
+    latest version may already hold its half. The retry (as Airflow's) commits what is missing,
+    once."""
+    pipeline = lake_pipeline()
+    db = pipeline.database
+    first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}",
+                              "CREATE TABLE account (id INT PRIMARY KEY, balance INT)",
+                              "CREATE TABLE ledger (account INT, amount INT)",
+                              "INSERT INTO account VALUES (1, 100), (2, 100)"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    before = pipeline.cut()
+    transfer = pipeline.capture([f"USE {db}", "BEGIN", "UPDATE account SET balance = balance - 30 WHERE id = 1",
+                                 "UPDATE account SET balance = balance + 30 WHERE id = 2",
+                                 "INSERT INTO ledger VALUES (1, -30), (2, 30)", "COMMIT"])
+
+    crashed = lake_submit(pipeline, transfer, tmp_path / "crash", {"MYSQL_CDC_CRASH_AT": crash_at})
+    assert crashed.returncode != 0 and f"MYSQL_CDC_CRASH_AT={crash_at}" in job_output(crashed)
+    cut = pipeline.cut()
+    assert (cut.position, cut.versions) == (before.position, before.versions)
+    balances = {row[0]: row[1] for row in lake_rows(pipeline, pipeline.leader, db, "account")}
+    assert balances == {1: 100, 2: 100}, "the cut shows the transfer whole or not at all"
+
+    retried = lake_submit(pipeline, transfer, tmp_path / "retry")
+    assert retried.returncode == 0, job_output(retried)[-4000:]
+    assert_lake_equals_leader(pipeline)
+    assert pipeline.checkpoint().position == transfer.end
+    # the retry committed each table once: one MERGE per table after the first batch's commits
+    for name, version in pipeline.cut().versions.items():
+        table = pipeline.cut().tables[name]
+        merges = [h for h in table.history() if h["operation"] == "MERGE" and h["version"] > before.versions.get(name, -1)]
+        assert len(merges) == 1, (name, merges)
