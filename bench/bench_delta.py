@@ -54,12 +54,17 @@ def log(message: str) -> None:
 def spark_session():
     from pyspark.sql import SparkSession
 
+    # executors are Python processes of this interpreter that import mysql_cdc (the job's zip's
+    # role when spark-submit runs it): both come from the environment the JVM inherits
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "plugins"), os.environ.get("PYTHONPATH")]))
+
     needs = submit_needs()
     builder = SparkSession.builder.master("local[2]").config("spark.jars", ",".join(needs.jars))
     for key, value in needs.conf:
         builder = builder.config(key, value)
     spark = (builder.config("spark.sql.session.timeZone", "UTC").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -16,7 +16,10 @@
 Batches go to file://.local/demo/batches; CDC_DEMO_STORAGE=s3 puts them in a local S3 endpoint
 (moto) through the aws_default connection instead. The merge runs in local[2]; CDC_DEMO_SPARK=cluster
 starts a Spark standalone cluster (a master and a worker from pyspark's distribution) on loopback,
-points spark_default at it, and shows the merge application in the master's list. Everything the demo writes is under
+points spark_default at it, and shows the merge application in the master's list. CDC_DEMO_FOLLOWER=delta
+makes the follower a Delta Lake (.local/demo/lake, or s3://.../lake with CDC_DEMO_STORAGE=s3): the
+same runs, the leader's tables read back from the lake with delta-rs at its consistent cut (no
+verification run: docs/lakehouse.md). Everything the demo writes is under
 .local/demo/ (logs: .local/demo/runs/*.log). Servers are stopped on exit.
 """
 
@@ -37,7 +40,10 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 from demo_workload import seed_statements  # noqa: E402
 from local_services import MariaDBServer, MotoS3Server, SparkStandaloneCluster  # noqa: E402
 from mysql_cdc.monitor.lag import pipeline_figures  # noqa: E402
+from mysql_cdc.state.delta import DeltaStateStore, LakeLocation  # noqa: E402
+from mysql_cdc.state.delta.cut import read_cut  # noqa: E402
 from mysql_cdc.state.mysql import MySQLStateStore  # noqa: E402
+from mysql_cdc.storage import StorageSpec  # noqa: E402
 from mysql_cdc.settings import MySQLSettings  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
@@ -53,9 +59,10 @@ def say(message: str) -> None:
 
 
 class Demo:
-    def __init__(self, storage: str, spark: str):
+    def __init__(self, storage: str, spark: str, follower: str = "mysql"):
         self.storage = storage
         self.spark = spark
+        self.follower_kind = follower
         self.services: list = []
         self.env = dict(os.environ)
         self.runs = 0
@@ -115,6 +122,8 @@ class Demo:
             "PYSPARK_PYTHON": sys.executable,
         })
         self.env.pop("CDC_PIPELINES_FILE", None)  # the repository's dags/pipelines.yaml
+        if self.follower_kind == "delta":
+            self.env["CDC_PIPELINES_FILE"] = str(self.lake_pipelines_file())
         if self.spark == "cluster":
             self.env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
                 {"conn_type": "spark", "host": f"spark://{self.cluster.host}", "port": self.cluster.port})
@@ -127,6 +136,41 @@ class Demo:
         started = time.monotonic()
         self._airflow(["db", "migrate"], WORK / "runs" / "db-migrate.log")
         say(f"airflow  metadata DB (SQLite) in {home} ({time.monotonic() - started:.0f}s)")
+
+    @property
+    def lake(self) -> StorageSpec:
+        if self.storage == "s3":
+            return StorageSpec(f"s3://{S3_BUCKET}/lake", self.s3.client_kwargs())
+        return StorageSpec(f"file://{WORK / 'lake'}")
+
+    def lake_pipelines_file(self) -> Path:
+        """The repository's pipeline with a Delta Lake follower instead of the MySQL one."""
+        import yaml
+
+        config = yaml.safe_load((REPO / "dags" / "pipelines.yaml").read_text())
+        (entry,) = [e for e in config["pipelines"] if e["name"] == DAG_ID]
+        entry.pop("follower_conn_id")
+        entry["follower"] = {"kind": "delta", "location": self.lake.uri}
+        entry["storage_uri"] = "${CDC_STORAGE_URI}"
+        config["pipelines"] = [entry]
+        path = WORK / "pipelines.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        say(f"follower Delta Lake at {self.lake.uri} (pipelines file {path.relative_to(REPO)})")
+        return path
+
+    def state_store(self):
+        if self.follower_kind == "delta":
+            return DeltaStateStore(LakeLocation(self.lake))
+        return MySQLStateStore(MySQLSettings(**self.follower_user))
+
+    def follower_table(self, database: str = DB, table: str = TABLE) -> tuple[list[str], list[tuple]]:
+        """The follower's rows of a table: the server's, or the lake's at its consistent cut."""
+        if self.follower_kind != "delta":
+            return self.table(self.follower, database, table)
+        rows = read_cut(self.lake.uri, DAG_ID, s3_options=dict(self.lake.options)).read(f"{database}.{table}")
+        columns = self.table(self.leader, database, table)[0]
+        values = [tuple(r[c] for c in columns) for r in rows.to_pylist()]
+        return columns, sorted(values, key=lambda r: tuple((v is None, v) for v in r))
 
     def _airflow(self, args: list[str], log: Path) -> int:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +225,7 @@ class Demo:
 
     def figures(self) -> str:
         """What the CDC page and GET /cdc/api/pipelines show for the pipeline, in a few lines."""
-        f = pipeline_figures(DAG_ID, MySQLSettings(**self.leader_user), MySQLStateStore(MySQLSettings(**self.follower_user)))
+        f = pipeline_figures(DAG_ID, MySQLSettings(**self.leader_user), self.state_store())
         lines = [f"  checkpoint {f.checkpoint.position}, leader at {f.leader_position}: {f.bytes_behind} bytes and "
                  f"{f.seconds_behind} seconds behind"]
         for r in reversed(f.history):
@@ -199,6 +243,14 @@ class Demo:
                 return [d[0] for d in cur.description], [tuple(r) for r in cur.fetchall()]
         finally:
             conn.close()
+
+
+def same_rows(a: tuple[list[str], list[tuple]], b: tuple[list[str], list[tuple]]) -> bool:
+    """The same columns and the same rows, in any order (a server orders text by its collation)."""
+    def key(row: tuple) -> tuple:
+        return tuple((v is None, str(type(v)), v) for v in row)
+
+    return a[0] == b[0] and sorted(a[1], key=key) == sorted(b[1], key=key)
 
 
 def render(columns: list[str], rows: list[tuple]) -> list[str]:
@@ -225,9 +277,12 @@ def main() -> int:
     spark = os.environ.get("CDC_DEMO_SPARK", "local").lower()
     if spark not in ("local", "cluster"):
         raise SystemExit(f"CDC_DEMO_SPARK must be 'local' or 'cluster', got {spark!r}")
+    follower = os.environ.get("CDC_DEMO_FOLLOWER", "mysql").lower()
+    if follower not in ("mysql", "delta"):
+        raise SystemExit(f"CDC_DEMO_FOLLOWER must be 'mysql' or 'delta', got {follower!r}")
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
-    demo = Demo(storage, spark)
+    demo = Demo(storage, spark, follower)
     try:
         demo.start_services()
         demo.configure_airflow()
@@ -240,7 +295,7 @@ def main() -> int:
         states = demo.dag_run("the first run copies the existing tables: a snapshot")
         if states != every_task:
             raise SystemExit(f"expected every task to succeed, got {states}")
-        say(f"  follower {HISTORY_DB}.{HISTORY_TABLE}: {len(demo.table(demo.follower, HISTORY_DB, HISTORY_TABLE)[1])} rows")
+        say(f"  follower {HISTORY_DB}.{HISTORY_TABLE}: {len(demo.follower_table(HISTORY_DB, HISTORY_TABLE)[1])} rows")
 
         say(f"\nleader: the seed session ({len(seed_statements(DB))} statements: CREATE DATABASE {DB}, "
             "CREATE TABLE pet, inserts, update, ALTER TABLE ADD COLUMN last_vaccine, delete, insert, update)")
@@ -252,14 +307,16 @@ def main() -> int:
         states = demo.dag_run("nothing new on the leader")
         if states["wait_for_changes"] != "skipped":
             raise SystemExit(f"expected the run with nothing new to be skipped, got {states}")
-        states = demo.dag_run("checksums of every table on both servers", f"{DAG_ID}_verify")
-        if states != {"verify_follower": "success"}:
-            raise SystemExit(f"expected the verification to pass, got {states}")
+        if follower == "mysql":  # a lake's verification is not built yet (docs/lakehouse.md)
+            states = demo.dag_run("checksums of every table on both servers", f"{DAG_ID}_verify")
+            if states != {"verify_follower": "success"}:
+                raise SystemExit(f"expected the verification to pass, got {states}")
         say("\nthe pipeline's figures (the CDC pipelines page, GET /cdc/api/pipelines):\n" + demo.figures())
 
-        leader_table, follower_table = demo.table(demo.leader), demo.table(demo.follower)
+        leader_table, follower_table = demo.table(demo.leader), demo.follower_table()
+        where_follower = "the Delta table" if follower == "delta" else "follower"
         say("\n" + side_by_side(f"leader {DB}.{TABLE}", render(*leader_table),
-                                f"follower {DB}.{TABLE}", render(*follower_table)))
+                                f"{where_follower} {DB}.{TABLE}", render(*follower_table)))
         where = (f"s3://{S3_BUCKET}/batches" if storage == "s3" else f"{(WORK / 'batches').relative_to(REPO)}")
         say(f"\nchange batches: {where}/{DAG_ID}/batches/")
         if spark == "cluster":
@@ -268,9 +325,9 @@ def main() -> int:
             if not apps:
                 say("\nthe merge did not run on the cluster")
                 return 1
-        history_equal = (demo.table(demo.leader, HISTORY_DB, HISTORY_TABLE)
-                         == demo.table(demo.follower, HISTORY_DB, HISTORY_TABLE))
-        if leader_table != follower_table or not history_equal:
+        history_equal = (same_rows(demo.table(demo.leader, HISTORY_DB, HISTORY_TABLE),
+                                   demo.follower_table(HISTORY_DB, HISTORY_TABLE)))
+        if not same_rows(leader_table, follower_table) or not history_equal:
             say("\nDIFFERENT: the follower does not equal the leader")
             return 1
         say("\nEQUAL: the follower equals the leader")

@@ -17,6 +17,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 # deployments that place it elsewhere set MYSQL_CDC_SPARK_JOBS_DIR.
 SPARK_JOBS_DIR = Path(os.environ.get("MYSQL_CDC_SPARK_JOBS_DIR", PACKAGE_DIR.parent.parent / "spark_jobs"))
 MERGE_JOB = SPARK_JOBS_DIR / "merge_batch.py"
+MAINTAIN_JOB = SPARK_JOBS_DIR / "maintain_lake.py"
 
 
 def build_py_files(dest_dir: str | os.PathLike) -> str:

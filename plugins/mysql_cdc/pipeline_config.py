@@ -47,7 +47,7 @@ import yaml
 
 from .capture.filters import TableFilter
 from .contracts import BinlogPosition, InvalidPosition
-from .settings import ExtractOptions, SnapshotOptions, VerifyOptions
+from .settings import ExtractOptions, MaintenanceOptions, SnapshotOptions, VerifyOptions
 from .storage import normalize_uri
 
 PIPELINES_FILE_ENV = "CDC_PIPELINES_FILE"
@@ -104,6 +104,7 @@ class PipelineConfig:
     heartbeat: bool = False  # each run commits a row on the leader first (monitor.heartbeat)
     max_seconds_behind: float | None = None  # check_lag fails past it: Airflow's alerting picks it up
     verify: VerifyOptions = VerifyOptions()  # the pipeline's verification DAG (monitor.verify)
+    maintenance: MaintenanceOptions = MaintenanceOptions()  # a Delta Lake follower's <name>_maintain DAG
 
     @property
     def table_filter(self) -> TableFilter:
@@ -201,6 +202,15 @@ def _verify(value: Any) -> VerifyOptions:
     return options
 
 
+def _maintenance(value: Any) -> MaintenanceOptions:
+    options = _options(MaintenanceOptions)(value)
+    try:
+        _schedule(options.schedule)
+    except ValueError as exc:
+        raise ValueError(f"schedule: {exc}") from None
+    return options
+
+
 def _flag(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"must be true or false, got {value!r}")
@@ -288,6 +298,7 @@ _CHECKS = {
     "heartbeat": _flag,
     "max_seconds_behind": _optional_seconds,
     "verify": _verify,
+    "maintenance": _maintenance,
 }
 
 

@@ -100,6 +100,21 @@ class VerifyOptions:
             raise ValueError(f"settle_timeout: must be a positive number of seconds, got {timeout!r}")
 
 
+@dataclass(frozen=True)
+class MaintenanceOptions:
+    """The pipelines file's ``maintenance`` section (a Delta Lake follower): the ``<name>_maintain``
+    DAG compacts every table (``OPTIMIZE``) and deletes files older versions no longer need
+    (``VACUUM``) past ``retain_hours`` (at least 1; Delta's own default is 168, a week)."""
+
+    schedule: str | None = "@daily"
+    retain_hours: float = 168.0
+
+    def __post_init__(self) -> None:
+        hours = self.retain_hours
+        if isinstance(hours, bool) or not isinstance(hours, (int, float)) or hours < 1:
+            raise ValueError(f"retain_hours: must be a number of hours >= 1, got {hours!r}")
+
+
 class SecretsError(ValueError):
     pass
 

@@ -184,3 +184,27 @@ def test_the_default_pipelines_file(monkeypatch):
     assert config.schedule == "*/5 * * * *"
     assert config.storage_uri == f"file://{REPO_ROOT}/.local/cdc-batches"
     assert config.start_position == "earliest"
+
+
+LAKE = {**{k: v for k, v in MINIMAL.items() if k != "follower_conn_id"},
+        "follower": {"kind": "delta", "location": "s3://lake/mysql/"}}
+
+
+def test_a_delta_lake_follower_instead_of_a_connection(tmp_path):
+    (config,) = load_pipelines(write(tmp_path, {**LAKE, "maintenance": {"schedule": "@hourly", "retain_hours": 24}}))
+    assert config.follower_conn_id is None and (config.follower.kind, config.follower.location) == (
+        "delta", "s3://lake/mysql")
+    assert config.follower_config == {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "aws_default"}
+    assert (config.maintenance.schedule, config.maintenance.retain_hours) == ("@hourly", 24)
+    assert config.describe_follower() == "delta at s3://lake/mysql"
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"follower_conn_id": "f"}, "give the follower once: 'follower_conn_id' (a MySQL/MariaDB connection) or 'follower'"),
+    ({"follower": {"kind": "iceberg", "location": "s3://x"}}, "field 'follower': kind must be one of ['delta']"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "catalog": "glue"}}, "unknown key(s) ['catalog']"),
+    ({"follower": {"kind": "delta", "location": "gs://x"}}, "field 'follower': location:"),
+    ({"maintenance": {"retain_hours": 0.5}}, "retain_hours: must be a number of hours >= 1"),
+])
+def test_a_bad_lake_follower_is_named(tmp_path, change, words):
+    assert words in error_of(tmp_path, {**LAKE, **change})

@@ -22,7 +22,7 @@ from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.snapshot_copy import snapshot_tables
 from mysql_cdc.contracts import ChangeBatch, Checkpoint
 from mysql_cdc.followers import FollowerSpec
-from mysql_cdc.packaging import MERGE_JOB, build_py_files
+from mysql_cdc.packaging import MAINTAIN_JOB, MERGE_JOB, build_py_files
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, SnapshotOptions
 from mysql_cdc.state.delta import DeltaStateStore
 from mysql_cdc.state.delta.location import LakeLocation
@@ -77,6 +77,18 @@ def lake_submit(pipeline: LakePipeline, batch: ChangeBatch, work_dir: Path, extr
                 timeout: float = 400) -> subprocess.CompletedProcess:
     """The merge job for a lake follower as the merge task submits it: the zip, the Delta jars and
     properties (``SubmitNeeds``), the secrets in a 0600 file."""
+    return _submit(pipeline, [str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)], work_dir, extra_env,
+                   timeout)
+
+
+def lake_maintain(pipeline: LakePipeline, work_dir: Path, retain_hours: float) -> subprocess.CompletedProcess:
+    """The lake maintenance job as its DAG's task submits it."""
+    return _submit(pipeline, [str(MAINTAIN_JOB), "--pipeline", pipeline.name, "--retain-hours", str(retain_hours)],
+                   work_dir, None, 400)
+
+
+def _submit(pipeline: LakePipeline, application: list[str], work_dir: Path, extra_env: dict | None,
+            timeout: float) -> subprocess.CompletedProcess:
     work_dir.mkdir(parents=True, exist_ok=True)
     py_files = build_py_files(work_dir)
     secrets_file = work_dir / "secrets.json"
@@ -88,7 +100,7 @@ def lake_submit(pipeline: LakePipeline, batch: ChangeBatch, work_dir: Path, extr
            "--driver-java-options", "-XX:TieredStopAtLevel=1", "--jars", ",".join(needs.jars)]
     for key, value in needs.conf:
         cmd += ["--conf", f"{key}={value}"]
-    cmd += ["--py-files", py_files, str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)]
+    cmd += ["--py-files", py_files, *application]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     secret = pipeline.lake.options.get("aws_secret_access_key")
     if secret:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from apply_workload import Workload
-from lake_helpers import LakePipeline, assert_lake_equals_leader, lake_rows, lake_submit, leader_rows
+from lake_helpers import LakePipeline, assert_lake_equals_leader, lake_maintain, lake_rows, lake_submit, leader_rows
 from merge_helpers import job_output
 from mysql_cdc.spark.merge import run_merge
 from mysql_cdc.storage import StorageSpec
@@ -224,3 +224,34 @@ def test_a_crash_at_each_step_then_the_retry_leaves_every_table_equal(lake_pipel
         table = pipeline.cut().tables[name]
         merges = [h for h in table.history() if h["operation"] == "MERGE" and h["version"] > before.versions.get(name, -1)]
         assert len(merges) == 1, (name, merges)
+
+
+def test_maintenance_compacts_and_vacuums_and_never_breaks_the_cut(lake_pipeline, spark, tmp_path):
+    """The maintenance job after several merges: fewer files, the same rows at the cut; with a
+    merge committed past the cut (killed before its state row), that table is compacted but not
+    vacuumed, and the retry still finishes the merge."""
+    import json
+    import re
+
+    pipeline = lake_pipeline()
+    db = pipeline.database
+    pipeline.capture([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)",
+                      f"CREATE TABLE {db}.u (id INT PRIMARY KEY)"])
+    for n in range(3):
+        batch = pipeline.capture([f"INSERT INTO {db}.t VALUES ({n}, {n})", f"INSERT INTO {db}.u VALUES ({n})",
+                                  f"UPDATE {db}.t SET v = v + 10"])
+        run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    pending = pipeline.capture([f"INSERT INTO {db}.t VALUES (9, 9)"])
+    crashed = lake_submit(pipeline, pending, tmp_path / "crash", {"MYSQL_CDC_CRASH_AT": "before_checkpoint"})
+    assert crashed.returncode != 0
+
+    done = lake_maintain(pipeline, tmp_path / "maintain", retain_hours=1)
+    assert done.returncode == 0, job_output(done)[-4000:]
+    summary = {t["table"]: t for t in json.loads(re.search(r"maintenance summary (\[.*\])", job_output(done))[1])}
+    assert summary[f"{db}.u"]["vacuumed"] and summary[f"{db}.u"]["files_after"] < summary[f"{db}.u"]["files_before"]
+    assert not summary[f"{db}.t"]["vacuumed"] and "past the cut" in summary[f"{db}.t"]["why_not"]
+    assert f"_mysql_cdc.{pipeline.name}.checkpoint" in summary
+
+    retried = lake_submit(pipeline, pending, tmp_path / "retry")
+    assert retried.returncode == 0, job_output(retried)[-4000:]
+    assert_lake_equals_leader(pipeline)

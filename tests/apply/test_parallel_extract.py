@@ -63,3 +63,26 @@ def test_a_range_over_several_binlog_files_is_read_in_parts(make_pipeline, leade
     run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
     assert_same_database(leader, pipeline.follower, db)
     assert pipeline.checkpoint().gtid_set == batch.end_gtid_set
+
+
+def test_a_range_read_in_parts_under_another_manifest_name_publishes_no_batch(make_pipeline, leader):
+    """A copy's catch-up changes are a range read under ``part.json``: read in parts, its parts
+    are combined under that name, and no ``manifest.json`` (which would make it a batch of the
+    pipeline) is written."""
+    from mysql_cdc.capture.extract import PART_MANIFEST, BatchTarget, RangeRequest, extract_range
+    from mysql_cdc.capture.filters import TableFilter
+    from mysql_cdc.contracts import MANIFEST_NAME, PositionRange
+
+    pipeline = make_pipeline()
+    db = pipeline.database
+    start = pipeline.position
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)", "FLUSH BINARY LOGS",
+                    f"INSERT INTO {db}.t VALUES (1)", "FLUSH BINARY LOGS", f"INSERT INTO {db}.t VALUES (2)"])
+    end = leader_position(pipeline.leader_settings)
+    target = BatchTarget(pipeline.store, pipeline.storage, prefix=f"{pipeline.name}/catch-up", manifest_name=PART_MANIFEST)
+    request = RangeRequest(pipeline.name, PositionRange(start, end), TableFilter((f"{db}.*",)))
+    batch = extract_range(pipeline.leader_settings, request, target, ExtractOptions(workers=2, min_part_mb=0))
+    keys = pipeline.store.list_keys(f"{pipeline.name}/catch-up")
+    assert any(k.startswith(f"{pipeline.name}/catch-up/part-001/") for k in keys), "the range was not read in parts"
+    assert f"{pipeline.name}/catch-up/{PART_MANIFEST}" in keys and batch.row_count == 2
+    assert not [k for k in keys if k.endswith(MANIFEST_NAME)], keys

@@ -31,7 +31,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..contracts import ChangeBatch, Checkpoint, plan_replay
-from ..packaging import MERGE_JOB, build_py_files, driver_java_options
+from ..packaging import MAINTAIN_JOB, MERGE_JOB, build_py_files, driver_java_options
 from ..apply.report import SUMMARY_ENV, JobOutcome, MergeSummary
 from ..followers import SubmitNeeds
 from ..settings import SECRETS_ENV, JobSecrets
@@ -240,6 +240,19 @@ class MergeJobHook(BaseHook):
                 outcome = JobOutcome.from_json(outcome_file.read_text()) if outcome_file.is_file() else None
                 raise MergeJobError.of(outcome, exc) from None
             return JobOutcome.from_json(outcome_file.read_text()).summaries if outcome_file.is_file() else []
+
+    def maintain(self, pipeline: str, retain_hours: float, name: str, conf: Mapping[str, Any]) -> None:
+        """Run the lake maintenance job (``spark_jobs/maintain_lake.py``) for a Delta Lake follower;
+        the follower's location and credentials travel in the same 0600 secrets file as a merge's."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        binary = spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary"))
+        with self.job_inputs() as inputs:
+            binary = bound_to_this_process(binary, Path(inputs.py_files).parent)
+            arguments = submit_arguments([], inputs, name, conf, binary, inputs.needs)
+            arguments["application_args"] = ["--pipeline", pipeline, "--retain-hours", str(retain_hours)]
+            self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **arguments)
+            self.spark_submit.submit(str(MAINTAIN_JOB))
 
     def kill(self) -> None:
         """Stop a running submit (the task was killed or timed out)."""

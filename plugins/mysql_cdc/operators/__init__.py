@@ -2,7 +2,9 @@
 
 from .check import CdcLagCheckOperator
 from .extract import CdcExtractOperator
+from .maintain import CdcLakeMaintenanceOperator
 from .merge import CdcMergeOperator
 from .verify import CdcVerifyOperator
 
-__all__ = ["CdcExtractOperator", "CdcLagCheckOperator", "CdcMergeOperator", "CdcVerifyOperator"]
+__all__ = ["CdcExtractOperator", "CdcLagCheckOperator", "CdcLakeMaintenanceOperator", "CdcMergeOperator",
+           "CdcVerifyOperator"]

@@ -81,3 +81,45 @@ def test_random_workload_merges_on_the_standalone_cluster(dag_runner, cluster_pi
     apps = [a for a in spark_cluster.applications() if a["name"] == f"mysql-cdc-merge-{PIPELINE}"]
     assert len(apps) == 3, spark_cluster.applications()
     assert all(a["state"] == "FINISHED" and a["cores"] > 0 for a in apps), apps
+
+
+def test_a_delta_lake_on_s3_merged_on_the_standalone_cluster(dag_runner, leader, leader_user, spark_cluster,
+                                                             airflow_connections, s3_endpoint, spark_submit_spy):
+    """A Delta Lake follower on S3, its merge on the cluster: the Delta and S3A jars travel with
+    --jars (the executors download them from the driver, nothing from the internet), the lake's
+    credentials reach the executors from the job's secrets file."""
+    from lake_helpers import LakePipeline, assert_lake_equals_leader
+    from merge_helpers import Pipeline
+    from mysql_cdc.storage import StorageSpec
+
+    db = f"lake_{uuid.uuid4().hex[:8]}"
+    name = "cdc_cluster_lake"
+    with Leader(MySQLSettings(**leader_user)) as server:
+        start = server.current_position()
+    lake_uri = f"s3://{s3_endpoint.bucket}/lake-{db}"
+    Path(os.environ["CDC_PIPELINES_FILE"]).write_text(yaml.safe_dump({"pipelines": [{
+        "name": name, "schedule": None, "leader_conn_id": "mysql_leader",
+        "follower": {"kind": "delta", "location": lake_uri},
+        "storage_uri": f"s3://{s3_endpoint.bucket}/cluster-lake", "aws_conn_id": "aws_default",
+        "include": [f"{db}.*"], "start_position": str(start), "wait_timeout": 3, "poke_interval": 1, "retries": 0,
+        "spark_conf": {"spark.executor.memory": "1g", "spark.executor.cores": 1, "spark.cores.max": 2}}]}))
+    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))",
+                    f"CREATE TABLE {db}.bag (v INT)", f"INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')",
+                    f"INSERT INTO {db}.bag VALUES (1), (1), (2)", f"UPDATE {db}.t SET v = 'c' WHERE id = 2",
+                    f"DELETE FROM {db}.bag WHERE v = 1 LIMIT 1"])
+    aws = json.loads(airflow_connections["AIRFLOW_CONN_AWS_DEFAULT"])
+    options = {"endpoint_url": s3_endpoint.url, "region_name": "us-east-1",
+               "aws_access_key_id": aws["login"], "aws_secret_access_key": aws["password"]}
+    base = Pipeline(name, db, leader, None, MySQLSettings(**leader_user), None, StorageSpec(lake_uri, options))
+    lake = LakePipeline.of(base, StorageSpec(lake_uri, options))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+            {"conn_type": "spark", "host": f"spark://{spark_cluster.host}", "port": spark_cluster.port}))
+        calls = len(spark_submit_spy.calls())
+        result = dag_runner.run(name)
+    assert result.tasks["merge_batch"] == SUCCESS, result.log_file
+    (call,) = spark_submit_spy.calls()[calls:]
+    assert call["argv"][call["argv"].index("--master") + 1] == spark_cluster.master_url
+    assert any(arg.endswith(".jar") and "delta-spark" in arg for arg in call["argv"]), call["argv"]
+    assert aws["password"] not in " ".join(call["argv"]), "the lake's secret must not be on the command line"
+    assert_lake_equals_leader(lake)

@@ -109,3 +109,20 @@ def test_bad_verify_schedule_is_named(monkeypatch, tmp_path):
     bag = dag_bag(monkeypatch, pipelines_file(tmp_path, {**ENTRY, "verify": {"schedule": "nightly"}}))
     (message,) = bag.import_errors.values()
     assert "field 'verify': schedule: 'nightly' is not a cron expression" in message
+
+
+def test_a_lake_pipeline_gets_a_maintenance_dag_and_carries_its_follower_to_every_task(monkeypatch, tmp_path):
+    lake = {**{k: v for k, v in ENTRY.items() if k != "follower_conn_id"},
+            "follower": {"kind": "delta", "location": "s3://lake/mysql"},
+            "maintenance": {"schedule": "0 4 * * *", "retain_hours": 48}}
+    bag = dag_bag(monkeypatch, pipelines_file(tmp_path, lake))
+    assert not bag.import_errors
+    assert sorted(bag.dag_ids) == ["shop_cdc", "shop_cdc_maintain"]
+    follower = {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "lake_aws"}
+    dag = bag.get_dag("shop_cdc")
+    for task_id in ("wait_for_changes", "extract_batch", "merge_batch", "check_lag"):
+        assert dag.get_task(task_id).follower_config == follower, task_id
+    maintain = bag.get_dag("shop_cdc_maintain")
+    task = maintain.get_task("maintain_lake")
+    assert maintain.timetable.expression == "0 4 * * *"
+    assert (task.follower_config, task.options.retain_hours, task.spark_conn_id) == (follower, 48, "spark_yarn")

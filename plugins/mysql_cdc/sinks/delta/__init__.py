@@ -24,9 +24,9 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ...apply.report import TableReport
@@ -66,6 +66,7 @@ class DeltaSink(Sink):
         self.location = location
         self.state = StateTables(location)
         self.job: BatchJob | None = None
+        self._session: Callable[[], SparkSession] | None = None
         self._staged: dict[int, list[StagedRows]] = {}
 
     @classmethod
@@ -74,10 +75,14 @@ class DeltaSink(Sink):
 
     # -- Spark and names --------------------------------------------------------------------------
 
-    def spark(self):
+    def attach(self, session: Callable[[], SparkSession]) -> None:
+        """The Spark session this sink writes with (a function: started on first use)."""
+        self._session = session
+
+    def spark(self) -> SparkSession:
         """The job's session with this location's S3A settings, set here at run time (from the
         secrets file) so no credential is ever on the spark-submit command line."""
-        spark = self.job.spark()
+        spark = self._session()
         conf = self.location.hadoop_conf()
         hadoop = spark.sparkContext._jsc.hadoopConfiguration()
         for key, value in conf.items():
@@ -105,12 +110,12 @@ class DeltaSink(Sink):
 
         class _Txn:
             def __enter__(self):
-                sink.job.spark().conf.set(TXN_APP_ID, app_id)
-                sink.job.spark().conf.set(TXN_VERSION, str(version))
+                sink.spark().conf.set(TXN_APP_ID, app_id)
+                sink.spark().conf.set(TXN_VERSION, str(version))
 
             def __exit__(self, *exc):
-                sink.job.spark().conf.unset(TXN_APP_ID)
-                sink.job.spark().conf.unset(TXN_VERSION)
+                sink.spark().conf.unset(TXN_APP_ID)
+                sink.spark().conf.unset(TXN_VERSION)
 
         return _Txn()
 
@@ -138,6 +143,7 @@ class DeltaSink(Sink):
 
     def begin(self, job: BatchJob) -> None:
         self.job = job  # nothing is left behind by a crashed attempt: Delta commits are atomic
+        self.attach(job.spark)
 
     def advance(self, expected: Checkpoint, done: Checkpoint) -> None:
         row = self._expect(expected)

@@ -90,8 +90,9 @@ def _alter_table(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, int
         rename_column(sink.spark(), ref, old, new)
     for name in column_drops(segment.statement):
         drop_column(sink.spark(), ref, name)
-    for added in added_columns(segment.statement):
-        _add_column(sink, ref, added)
+    added = added_columns(segment.statement)
+    if added:
+        _add_columns(sink, ref, added)
     versions[ref.name] = sink.version(target.database, target.table)
 
 
@@ -102,7 +103,8 @@ class AddedColumn:
     args: str  # what its parentheses hold ("10,2"), or ""
     unsigned: bool
     not_null: bool
-    default: str | None  # the DEFAULT literal as written (a number, a quoted string, NULL), or None
+    default: str | None  # the DEFAULT literal as written (a number, a quoted string, NULL), "" for an
+    # expression, None without DEFAULT
 
 
 _CLAUSE_HEAD = re.compile(rf"^\s*ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?{_IDENT}\s+([A-Za-z]+)\s*(?:\(([^)]*)\))?(.*)$",
@@ -146,11 +148,12 @@ def added_columns(statement: str) -> list[AddedColumn]:
         if not match:
             continue
         rest = match.group(5) or ""
-        default = _DEFAULT.search(rest)
+        literal = _DEFAULT.search(rest)
+        # a DEFAULT that is no plain literal (CURRENT_TIMESTAMP, an expression): "" says "unknown"
+        default = literal.group(1) if literal else ("" if re.search(r"\bDEFAULT\b", rest, re.I) else None)
         found.append(AddedColumn(_name(match, 1), match.group(3).lower(), (match.group(4) or "").replace(" ", ""),
                                  bool(re.search(r"\bUNSIGNED\b", rest, re.I)),
-                                 bool(re.search(r"\bNOT\s+NULL\b", rest, re.I)),
-                                 default.group(1) if default else None))
+                                 bool(re.search(r"\bNOT\s+NULL\b", rest, re.I)), default))
     return found
 
 
@@ -182,6 +185,8 @@ def ddl_delta_type(column: AddedColumn) -> str | None:
 def _existing_value(column: AddedColumn, delta_type: str) -> str | None:
     """The SQL literal every existing row takes (MySQL's DEFAULT, or NOT NULL's implicit zero),
     or None when the rows stay NULL; raises when it is not a plain literal we can give."""
+    if column.default == "":
+        return ""  # an expression the leader evaluated per row (CURRENT_TIMESTAMP, ...)
     if column.default is not None:
         return None if column.default.upper() == "NULL" else column.default.replace("\\'", "''")
     if not column.not_null:
@@ -193,24 +198,30 @@ def _existing_value(column: AddedColumn, delta_type: str) -> str | None:
     return ""  # an implicit value we do not reproduce (a zero date, the first ENUM member)
 
 
-def _add_column(sink: "DeltaSink", ref, column: AddedColumn) -> None:
-    """Add the column now, with the value the leader gave every existing row (its rows events only
-    carry the rows changed later). Idempotent: a column the table has is left alone."""
+def _add_columns(sink: "DeltaSink", ref, columns: list[AddedColumn]) -> None:
+    """Add the columns now, with the values the leader gave every existing row (its rows events
+    only carry the rows changed later), the values in ONE UPDATE: the session's transaction ids
+    make it idempotent, and a second DML commit under the same ids would be skipped. A retry after
+    a crash between the ALTER and the UPDATE finds the columns and runs the UPDATE again, which
+    Delta skips if it was committed."""
     spark = sink.spark()
     from .tables import existing_columns
 
-    if column.name.lower() in (existing_columns(spark, ref) or {}):
-        return
-    delta_type = ddl_delta_type(column)
-    value = _existing_value(column, delta_type) if delta_type else ""
-    if delta_type is None or value == "":
-        raise FollowerSchemaError(
-            f"{ref.name}: ADD COLUMN {column.name} ({column.mysql_type}) gives the existing rows a value this "
-            f"follower cannot reproduce from the statement; copy the table again: trigger the pipeline with conf "
-            f'{{"resnapshot": ["{ref.name}"]}}')
-    spark.sql(f"ALTER TABLE {ref.sql} ADD COLUMNS ({quote(column.name)} {delta_type})")
-    if value is not None:
-        spark.sql(f"UPDATE {ref.sql} SET {quote(column.name)} = CAST({value} AS {delta_type})")
+    values = {}
+    for column in columns:
+        delta_type = ddl_delta_type(column)
+        value = _existing_value(column, delta_type) if delta_type else ""
+        if delta_type is None or value == "":
+            raise FollowerSchemaError(
+                f"{ref.name}: ADD COLUMN {column.name} ({column.mysql_type}) gives the existing rows a value this "
+                f"follower cannot reproduce from the statement; copy the table again: trigger the pipeline with conf "
+                f'{{"resnapshot": ["{ref.name}"]}}')
+        if column.name.lower() not in (existing_columns(spark, ref) or {}):
+            spark.sql(f"ALTER TABLE {ref.sql} ADD COLUMNS ({quote(column.name)} {delta_type})")
+        if value is not None:
+            values[column.name] = f"CAST({value} AS {delta_type})"
+    if values:
+        spark.sql(f"UPDATE {ref.sql} SET {', '.join(f'{quote(n)} = {v}' for n, v in values.items())}")
 
 
 def _drop_database(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, int]) -> None:

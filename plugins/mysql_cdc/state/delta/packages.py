@@ -14,6 +14,10 @@ JARS_ENV = "MYSQL_CDC_JARS_DIR"
 DELTA_CONF = (
     ("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
     ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"),
+    # Delta rebuilds a table's state from its log in this many tasks before each MERGE; its default
+    # (50) is sized for huge logs, and for the small, frequent commits of a CDC merge the tasks'
+    # overhead is most of a small table's MERGE. A pipeline's spark_conf overrides it.
+    ("spark.databricks.delta.snapshotPartitions", "4"),
 )
 
 

@@ -1,0 +1,45 @@
+"""Compact and vacuum a Delta Lake follower (``sinks.delta.maintenance``), as a Spark job."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator, Context
+
+from ..hooks.merge_job import MergeJobHook
+from ..hooks.storage import BatchStorageHook
+from ..settings import MaintenanceOptions
+
+
+class CdcLakeMaintenanceOperator(BaseOperator):
+    """``OPTIMIZE`` and ``VACUUM RETAIN <retain_hours> HOURS`` every table of the pipeline's
+    consistent cut and its state tables, with the Delta jars, on ``spark_conn_id``. A table with a
+    commit past the cut (a merge not finished) is compacted but not vacuumed, so the cut stays
+    readable."""
+
+    template_fields: Sequence[str] = ("aws_conn_id", "spark_conn_id", "conf")
+    ui_color = "#e8f1f8"
+
+    def __init__(self, *, pipeline: str, follower_config: dict[str, Any], storage_uri: str,
+                 aws_conn_id: str | None = BatchStorageHook.default_conn_name, spark_conn_id: str = "spark_default",
+                 options: MaintenanceOptions = MaintenanceOptions(), conf: dict[str, Any] | None = None,
+                 **kwargs: Any):
+        super().__init__(**kwargs)
+        self.pipeline = pipeline
+        self.follower_config = follower_config
+        self.storage_uri = storage_uri
+        self.aws_conn_id = aws_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.options = options
+        self.conf = conf or {}
+
+    @cached_property
+    def hook(self) -> MergeJobHook:
+        return MergeJobHook(None, self.storage_uri, self.aws_conn_id, self.spark_conn_id, self.follower_config)
+
+    def execute(self, context: Context) -> None:
+        self.hook.maintain(self.pipeline, self.options.retain_hours, f"mysql-cdc-maintain-{self.pipeline}", self.conf)
+
+    def on_kill(self) -> None:
+        self.hook.kill()

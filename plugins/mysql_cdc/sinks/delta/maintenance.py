@@ -1,0 +1,77 @@
+"""Small files and old files of a Delta Lake follower: ``OPTIMIZE`` (compaction) and ``VACUUM`` of
+every table of the pipeline's consistent cut, and of the pipeline's state tables.
+
+Every MERGE adds small files (and deletion vectors); compaction rewrites them into few large ones in
+a commit that changes no row (readers at any version see the same rows). ``VACUUM`` deletes files
+no version within ``retain_hours`` needs. The cut must stay readable: a table whose latest version
+is past the cut's (a merge committed it and has not moved the state row yet, or is being retried)
+may need files a newer commit removed, so such a table is compacted but not vacuumed this time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+
+from pyspark.sql import SparkSession
+
+from ...state.delta.location import LakeLocation
+from ...state.delta.tables import CHECKPOINT, FAILED_TRIES, HISTORY, VERIFICATION, StateTables
+from .tables import DeltaTableRef
+
+log = logging.getLogger("mysql_cdc.maintenance")
+
+MIN_RETAIN_HOURS = 1.0  # below it a reader of an older state version loses its files mid-read
+_DELTA_DEFAULT_RETAIN_HOURS = 168.0  # Delta refuses less unless its safety check is turned off
+
+
+@dataclass
+class TableMaintenance:
+    table: str
+    files_before: int
+    files_after: int
+    vacuumed: bool
+    why_not: str = ""
+
+
+def file_count(spark: SparkSession, table: DeltaTableRef) -> int:
+    return spark.sql(f"DESCRIBE DETAIL {table.sql}").first()["numFiles"]
+
+
+def maintain_lake(spark: SparkSession, location: LakeLocation, pipeline: str, retain_hours: float,
+                  latest_version) -> list[TableMaintenance]:
+    """Compact and vacuum every table of the pipeline's cut and its state tables.
+    ``latest_version(database, table)``: the table's latest Delta version (read with delta-rs)."""
+    if retain_hours < MIN_RETAIN_HOURS:
+        raise ValueError(f"retain_hours {retain_hours:g} is below {MIN_RETAIN_HOURS:g}: readers of the lake "
+                         "(and of its older consistent cuts) would lose files while they read")
+    if retain_hours < _DELTA_DEFAULT_RETAIN_HOURS:
+        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    state = StateTables(location).read_state(pipeline)
+    if state is None:
+        raise LookupError(f"pipeline {pipeline!r} has no state at {location.state_uri(pipeline, CHECKPOINT)}")
+    done = []
+    for name, version in sorted(state.versions.items()):
+        database, table = name.split(".", 1)
+        ref = DeltaTableRef(name, location.spark_path(location.table_uri(database, table)))
+        ahead = latest_version(database, table) > version
+        done.append(_maintain(spark, ref, retain_hours,
+                              f"a commit past the cut's version {version} awaits its state row" if ahead else ""))
+    for name in (CHECKPOINT, HISTORY, FAILED_TRIES, VERIFICATION):
+        ref = DeltaTableRef(f"_mysql_cdc.{pipeline}.{name}", location.spark_path(location.state_uri(pipeline, name)))
+        try:
+            done.append(_maintain(spark, ref, retain_hours, ""))
+        except Exception as exc:  # noqa: BLE001 - a record table not written yet
+            if "DELTA_MISSING_DELTA_TABLE" not in str(exc) and "is not a Delta table" not in str(exc):
+                raise
+    return done
+
+
+def _maintain(spark: SparkSession, ref: DeltaTableRef, retain_hours: float, keep_files: str) -> TableMaintenance:
+    before = file_count(spark, ref)
+    spark.sql(f"OPTIMIZE {ref.sql}")
+    if not keep_files:
+        spark.sql(f"VACUUM {ref.sql} RETAIN {retain_hours:g} HOURS")
+    result = TableMaintenance(ref.name, before, file_count(spark, ref), not keep_files, keep_files)
+    log.info("maintained %s: %s", ref.name, asdict(result))
+    return result

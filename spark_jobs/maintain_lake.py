@@ -1,0 +1,59 @@
+"""The lake maintenance job: compact and vacuum a Delta Lake follower's tables.
+
+    spark-submit --jars <the Delta jars> --py-files mysql_cdc.zip spark_jobs/maintain_lake.py \
+        --pipeline shop_lake --retain-hours 168
+
+The follower (a Delta Lake location and its credentials) comes from the JSON file named by
+``MYSQL_CDC_SECRETS_FILE`` (``mysql_cdc.settings.JobSecrets``), never from argv. Prints one line
+``maintenance summary [...]`` per run; exit 1 with a one-line error otherwise. What it does and why
+it never breaks the consistent cut: ``mysql_cdc.sinks.delta.maintenance``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict
+from typing import Sequence
+
+from mysql_cdc.settings import JobSecrets
+from mysql_cdc.sinks.delta import DeltaSink
+from mysql_cdc.sinks.delta.maintenance import maintain_lake
+from mysql_cdc.spark.merge import one_line
+from mysql_cdc.spark.session import start_spark
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="maintain_lake.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pipeline", required=True)
+    parser.add_argument("--retain-hours", type=float, required=True)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    spark = None
+    try:
+        sink = JobSecrets.from_env().sink.sink(None)
+        if not isinstance(sink, DeltaSink):
+            raise ValueError("lake maintenance needs a Delta Lake follower; this pipeline's follower is another kind")
+        spark = start_spark()
+        sink.attach(lambda: spark)
+        sink.spark()  # the lake's S3A settings on the session
+        done = maintain_lake(spark, sink.location, args.pipeline, args.retain_hours, sink.version)
+        print(f"maintenance summary {json.dumps([asdict(d) for d in done])}", file=sys.stderr)
+        return 0
+    except Exception as exc:  # noqa: BLE001 - every failure becomes the one-line error below
+        print(f"maintain_lake: error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        if spark is not None:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The Delta Lake sink's Spark-free parts: what an ALTER TABLE statement does to columns, each MySQL
+type's Delta type (from the batch's Arrow type and from a DDL statement), the transaction version
+of a position, and the lake's spellings of one location for delta-rs and for Spark."""
+
+import pytest
+
+from mysql_cdc.contracts import BinlogPosition, ColumnSpec
+from mysql_cdc.sinks.delta.ddl import added_columns, column_drops, column_renames, ddl_delta_type
+from mysql_cdc.sinks.delta.ddl import _existing_value as existing_value
+from mysql_cdc.sinks.delta.tables import delta_type
+from mysql_cdc.state.delta.location import LakeLocation, position_version
+from mysql_cdc.storage import StorageSpec
+
+P = BinlogPosition.parse
+
+
+def test_renames_drops_and_adds_of_one_statement():
+    statement = ("ALTER TABLE `shop`.`orders` RENAME COLUMN `note` TO `memo`, CHANGE COLUMN qty quantity INT, "
+                 "DROP COLUMN legacy, DROP INDEX by_note, ADD COLUMN flag TINYINT NOT NULL, "
+                 "ADD INDEX (flag), ADD `price, net` DECIMAL(10,2) UNSIGNED DEFAULT '1.50' AFTER flag")
+    assert column_renames(statement) == [("note", "memo"), ("qty", "quantity")]
+    assert column_drops(statement) == ["legacy"]
+    added = added_columns(statement)
+    assert [(a.name, ddl_delta_type(a), existing_value(a, ddl_delta_type(a))) for a in added] == [
+        ("flag", "TINYINT", "0"), ("price, net", "DECIMAL(10,2)", "'1.50'")]
+
+
+def test_a_change_that_keeps_the_name_is_no_rename():
+    assert column_renames("ALTER TABLE t CHANGE c c BIGINT NOT NULL") == []
+
+
+@pytest.mark.parametrize(("definition", "expected"), [
+    ("x INT UNSIGNED", ("BIGINT", None)),
+    ("x BIGINT UNSIGNED DEFAULT 7", ("DECIMAL(20,0)", "7")),
+    ("x DECIMAL(65,30)", ("STRING", None)),
+    ("x VARCHAR(20) NOT NULL", ("STRING", "''")),
+    ("x DATETIME(6) DEFAULT NULL", ("TIMESTAMP_NTZ", None)),
+    ("x TIME NOT NULL DEFAULT '00:00:00'", ("BIGINT", "'00:00:00'")),
+])
+def test_an_added_columns_delta_type_and_the_value_of_existing_rows(definition, expected):
+    (column,) = added_columns(f"ALTER TABLE t ADD COLUMN {definition}")
+    assert (ddl_delta_type(column), existing_value(column, ddl_delta_type(column))) == expected
+
+
+def test_values_existing_rows_get_that_no_literal_gives_are_refused():
+    for definition in ("d DATE NOT NULL", "e ENUM('a','b') NOT NULL", "t DATETIME DEFAULT CURRENT_TIMESTAMP"):
+        (column,) = added_columns(f"ALTER TABLE t ADD COLUMN {definition}")
+        assert existing_value(column, ddl_delta_type(column)) == "" or ddl_delta_type(column) is None, definition
+
+
+@pytest.mark.parametrize(("arrow", "delta"), [
+    ("int8", "TINYINT"), ("int64", "BIGINT"), ("decimal128(20, 0)", "DECIMAL(20,0)"), ("string", "STRING"),
+    ("timestamp[us]", "TIMESTAMP_NTZ"), ("timestamp[us, tz=UTC]", "TIMESTAMP"), ("duration[us]", "BIGINT"),
+    ("date32[day]", "DATE"), ("binary", "BINARY"), ("float", "FLOAT"),
+])
+def test_each_batch_type_has_its_delta_type(arrow, delta):
+    assert delta_type(ColumnSpec("c", "x", arrow), "db.t") == delta
+
+
+def test_transaction_versions_follow_binlog_order_across_files():
+    positions = [P("binlog.000001:4"), P("binlog.000001:999999"), P("binlog.000002:4"), P("binlog.1000000:4")]
+    versions = [position_version(p) for p in positions]
+    assert versions == sorted(versions) and len(set(versions)) == 4 and versions[-1] < 2**63
+
+
+def test_one_location_spelled_for_delta_rs_and_for_spark():
+    lake = LakeLocation(StorageSpec("s3://lake/mysql", {"endpoint_url": "http://127.0.0.1:9000",
+                                                        "region_name": "us-east-1", "aws_access_key_id": "k",
+                                                        "aws_secret_access_key": "s"}))
+    assert lake.table_uri("shop", "orders") == "s3://lake/mysql/shop/orders"
+    assert lake.spark_path(lake.table_uri("shop", "orders")) == "s3a://lake/mysql/shop/orders"
+    assert lake.state_uri("p", "checkpoint") == "s3://lake/mysql/_mysql_cdc/p/checkpoint"
+    options = lake.storage_options()
+    assert (options["AWS_ENDPOINT_URL"], options["AWS_ALLOW_HTTP"], options["AWS_ACCESS_KEY_ID"]) == (
+        "http://127.0.0.1:9000", "true", "k")
+    conf = lake.hadoop_conf()
+    assert conf["fs.s3a.bucket.lake.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["fs.s3a.bucket.lake.connection.ssl.enabled"] == "false"
+    assert LakeLocation(StorageSpec("file:///data/lake")).hadoop_conf() == {}
