@@ -237,8 +237,9 @@ def test_maintenance_compacts_and_vacuums_and_never_breaks_the_cut(lake_pipeline
 
     pipeline = lake_pipeline()
     db = pipeline.database
-    pipeline.capture([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)",
-                      f"CREATE TABLE {db}.u (id INT PRIMARY KEY)"])
+    schema = pipeline.capture([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)",
+                               f"CREATE TABLE {db}.u (id INT PRIMARY KEY)"])
+    run_merge(spark, pipeline.manifest_uri(schema), pipeline.secrets)
     for n in range(3):
         batch = pipeline.capture([f"INSERT INTO {db}.t VALUES ({n}, {n})", f"INSERT INTO {db}.u VALUES ({n})",
                                   f"UPDATE {db}.t SET v = v + 10"])
