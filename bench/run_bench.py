@@ -52,6 +52,12 @@ ROWS = [
      "a MariaDB replica, START SLAVE UNTIL", "e2e_vs_replica", "lower is better"),
     ("snapshot copy peak RSS MB at 1M / 5M rows", "snapshot_rss_mb_1m", "snapshot_rss_mb_5m", "at 5M rows",
      "snapshot_rss_5m_vs_1m", "<= 1.1"),
+    ("Delta follower: 1M-change batch merged (rows/s)", "delta_merge_rows_per_s", "delta_append_rows_per_s",
+     "plain Spark append of the same net rows", "delta_merge_vs_append", ">= 0.5"),
+    ("Delta follower: 10k changes into a 5M-row table (s)", "delta_merge_big_table_s", "delta_merge_small_table_s",
+     "the same batch into a 50k-row table", "delta_merge_growth", "<= 3"),
+    ("Delta follower: one-row batch, spark-submit (s)", "delta_tiny_run_s", "delta_bare_spark_submit_s",
+     "bare spark-submit with the Delta jars", "delta_tiny_run_minus_spark_submit_s", "<= +15 s"),
 ]
 
 
@@ -90,11 +96,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--snapshot-rows", type=int, default=5_000_000)
     parser.add_argument("--replica-rows", type=int, default=1_000_000)
+    parser.add_argument("--delta-big-rows", type=int, default=5_000_000)
     parser.add_argument("--quick", action="store_true", help="small sizes, one repetition (a smoke run)")
     args = parser.parse_args()
     if args.quick:
         args.extract_rows, args.merge_rows, args.repeat, args.snapshot_rows, args.replica_rows = (
             50_000, 50_000, 1, 100_000, 100_000)
+        args.delta_big_rows = 500_000
 
     results: dict = {"machine": machine(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     extract_args = ["bench/bench_extract.py", "--rows", str(args.extract_rows), "--repeat", str(args.repeat)]
@@ -108,6 +116,8 @@ def main() -> None:
     snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows), "--repeat", str(args.repeat)]
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
     results.update(run_child(["bench/bench_replica.py", "--rows", str(args.replica_rows)]))
+    delta_args = ["bench/bench_delta.py", "--rows", str(args.merge_rows), "--big", str(args.delta_big_rows)]
+    results.update(run_child(delta_args))
     if "snapshot_rss_mb_5m" in results:
         results["snapshot_rss_5m_vs_1m"] = round(results["snapshot_rss_mb_5m"] / results["snapshot_rss_mb_1m"], 3)
     if "extract_rss_mb_1m" in results:
