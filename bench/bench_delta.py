@@ -38,7 +38,7 @@ from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
 from mysql_cdc.followers import FollowerSpec  # noqa: E402
-from mysql_cdc.packaging import MERGE_JOB, build_py_files  # noqa: E402
+from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings  # noqa: E402
 from mysql_cdc.state.delta import DeltaStateStore, LakeLocation  # noqa: E402
 from mysql_cdc.state.delta.packages import submit_needs  # noqa: E402
@@ -140,6 +140,9 @@ def submit(args: list[str], env: dict) -> float:
     needs = submit_needs()
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--jars", ",".join(needs.jars)]
+    # the driver's Java options the merge task gives every submit (packaging.driver_java_options),
+    # to the merge and to the bare reference alike
+    cmd += ["--driver-java-options", driver_java_options({})[DRIVER_JAVA_OPTIONS]]
     for key, value in needs.conf:
         cmd += ["--conf", f"{key}={value}"]
     started = time.monotonic()
