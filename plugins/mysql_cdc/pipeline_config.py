@@ -193,22 +193,18 @@ def _options(kind: type) -> Callable[[Any], Any]:
     return check
 
 
-def _verify(value: Any) -> VerifyOptions:
-    options = _options(VerifyOptions)(value)
-    try:
-        _schedule(options.schedule)
-    except ValueError as exc:
-        raise ValueError(f"schedule: {exc}") from None
-    return options
+def _scheduled_options(kind: type) -> Callable[[Any], Any]:
+    """A check for a section of options that schedules a DAG of its own (``verify``,
+    ``maintenance``): its known keys, and its ``schedule`` checked as the pipeline's is."""
+    def check(value: Any) -> Any:
+        options = _options(kind)(value)
+        try:
+            _schedule(options.schedule)
+        except ValueError as exc:
+            raise ValueError(f"schedule: {exc}") from None
+        return options
 
-
-def _maintenance(value: Any) -> MaintenanceOptions:
-    options = _options(MaintenanceOptions)(value)
-    try:
-        _schedule(options.schedule)
-    except ValueError as exc:
-        raise ValueError(f"schedule: {exc}") from None
-    return options
+    return check
 
 
 def _flag(value: Any) -> bool:
@@ -297,8 +293,8 @@ _CHECKS = {
     "extract": _options(ExtractOptions),
     "heartbeat": _flag,
     "max_seconds_behind": _optional_seconds,
-    "verify": _verify,
-    "maintenance": _maintenance,
+    "verify": _scheduled_options(VerifyOptions),
+    "maintenance": _scheduled_options(MaintenanceOptions),
 }
 
 

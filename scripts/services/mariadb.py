@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import pymysql
 
-from .process import HOST, MAX_SOCKET_PATH, PortInUse, ServiceError, child_env, free_port, make_preexec, pid_alive, pid_has_marker, stop_stale, tail, terminate
+from .process import HOST, MAX_SOCKET_PATH, PortInUse, ServiceError, child_env, make_preexec, pid_alive, pid_has_marker, spawn_on_free_port, stop_stale, tail, terminate
 
 class MariaDBServer:
     """A throw-away MariaDB server with its own fresh datadir under ``base_dir/name``.
@@ -151,18 +151,7 @@ class MariaDBServer:
             self.socket_path.unlink()
         self._install_db()
 
-        attempts = 1 if self._fixed_port is not None else 3
-        for attempt in range(1, attempts + 1):
-            if self._fixed_port is None:
-                self.port = free_port()
-            try:
-                self._spawn_and_wait()
-                break
-            except PortInUse:
-                if attempt == attempts:
-                    raise ServiceError(
-                        f"{self.name}: port {self.port} in use\n{tail(self.error_log)}"
-                    ) from None
+        spawn_on_free_port(self, self._spawn_and_wait, self.error_log, self.name)
         self._secure()
         return self
 

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .process import FAKE_AWS_ACCESS_KEY_ID, FAKE_AWS_REGION, FAKE_AWS_SECRET_ACCESS_KEY, HOST, PortInUse, ServiceError, child_env, free_port, make_preexec, pid_alive, pid_has_marker, stop_stale, tail, terminate
+from .process import FAKE_AWS_ACCESS_KEY_ID, FAKE_AWS_REGION, FAKE_AWS_SECRET_ACCESS_KEY, HOST, PortInUse, ServiceError, child_env, make_preexec, pid_alive, pid_has_marker, spawn_on_free_port, stop_stale, tail, terminate
 
 class MotoS3Server:
     """moto's real HTTP server (``python -m moto.server``) as a separate process.
@@ -82,18 +82,7 @@ class MotoS3Server:
         if self.service_dir.exists():
             shutil.rmtree(self.service_dir)
         self.service_dir.mkdir(parents=True)
-        attempts = 1 if self._fixed_port is not None else 3
-        for attempt in range(1, attempts + 1):
-            if self._fixed_port is None:
-                self.port = free_port()
-            try:
-                self._spawn_and_wait()
-                break
-            except PortInUse:
-                if attempt == attempts:
-                    raise ServiceError(
-                        f"moto: port {self.port} in use\n{tail(self.log_file)}"
-                    ) from None
+        spawn_on_free_port(self, self._spawn_and_wait, self.log_file, "moto")
         return self
 
     def _spawn_and_wait(self) -> None:

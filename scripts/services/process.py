@@ -165,3 +165,18 @@ def child_env(marker: str) -> dict[str, str]:
 
 class PortInUse(Exception):
     """The port a service was given was taken before it bound it (another process won the race)."""
+
+
+def spawn_on_free_port(service, spawn, log: Path, label: str) -> None:
+    """``spawn()`` the service on ``service.port``, or (no fixed port) on a free one, trying
+    another when the chosen port was taken before the service bound it (``PortInUse``)."""
+    attempts = 1 if service._fixed_port is not None else 3
+    for attempt in range(1, attempts + 1):
+        if service._fixed_port is None:
+            service.port = free_port()
+        try:
+            spawn()
+            return
+        except PortInUse:
+            if attempt == attempts:
+                raise ServiceError(f"{label}: port {service.port} in use\n{tail(log)}") from None

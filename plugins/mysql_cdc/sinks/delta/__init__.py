@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -103,21 +104,18 @@ class DeltaSink(Sink):
         return DeltaTable(self.location.table_uri(database, table),
                           storage_options=self.location.storage_options()).version()
 
-    def idempotent(self, app_id: str, version: int):
-        """Session settings under which the next Delta DML commit is skipped if the table already
-        has a commit of ``app_id`` at ``version`` or later (Delta's idempotent DML)."""
-        sink = self
-
-        class _Txn:
-            def __enter__(self):
-                sink.spark().conf.set(TXN_APP_ID, app_id)
-                sink.spark().conf.set(TXN_VERSION, str(version))
-
-            def __exit__(self, *exc):
-                sink.spark().conf.unset(TXN_APP_ID)
-                sink.spark().conf.unset(TXN_VERSION)
-
-        return _Txn()
+    @contextmanager
+    def idempotent(self, app_id: str, version: int) -> Iterator[None]:
+        """Session settings under which each Delta DML commit is skipped if the table already has
+        a commit of ``app_id`` at ``version`` or later (Delta's idempotent DML)."""
+        spark = self.spark()
+        spark.conf.set(TXN_APP_ID, app_id)
+        spark.conf.set(TXN_VERSION, str(version))
+        try:
+            yield
+        finally:
+            spark.conf.unset(TXN_APP_ID)
+            spark.conf.unset(TXN_VERSION)
 
     # -- state --------------------------------------------------------------------------------------
 

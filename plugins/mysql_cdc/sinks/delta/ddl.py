@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ...apply.errors import FollowerSchemaError
 from ...contracts import DdlSegment, DdlTarget
-from .tables import drop_column, overwrite, quote, rename_column, table_exists
+from .tables import create_table, drop_column, overwrite, quote, rename_column, table_exists
 
 if TYPE_CHECKING:
     from . import DeltaSink
@@ -66,12 +66,7 @@ def _rename_table(sink: "DeltaSink", old: DdlTarget, new: DdlTarget, versions: d
         return
     if table_exists(spark, source):
         rows = spark.read.format("delta").load(source.path)
-        if not table_exists(spark, target):
-            from .tables import TABLE_PROPERTIES
-
-            properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {target.sql} ({', '.join(f'{quote(f.name)} {f.dataType.simpleString()}' for f in rows.schema.fields)}) "
-                      f"USING delta TBLPROPERTIES ({properties})")
+        create_table(spark, target, ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in rows.schema.fields))
         overwrite(spark, target, rows)
         versions[target.name] = sink.version(new.database, new.table)
         spark.sql(f"DELETE FROM {source.sql}")

@@ -110,14 +110,16 @@ def schema_ddl(columns: Sequence[ColumnSpec], where: str) -> str:
     return ", ".join(f"{quote(c.name)} {delta_type(c, where)}" for c in columns)
 
 
-def create_table(spark: SparkSession, table: DeltaTableRef, columns: Sequence[ColumnSpec]) -> None:
-    definition = schema_ddl(columns, table.name)
+def create_table(spark: SparkSession, table: DeltaTableRef, columns: Sequence[ColumnSpec] | str) -> None:
+    """The table with ``columns`` (batch columns, or a Spark SQL column list) and the properties
+    every table of the lake has, unless it exists."""
+    definition = columns if isinstance(columns, str) else schema_ddl(columns, table.name)
     properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql} ({definition}) USING delta TBLPROPERTIES ({properties})")
 
 
 def _normal(spark_type: str) -> str:
-    return {"TIMESTAMP_NTZ": "TIMESTAMP_NTZ", "BYTE": "TINYINT", "SHORT": "SMALLINT", "INTEGER": "INT",
+    return {"BYTE": "TINYINT", "SHORT": "SMALLINT", "INTEGER": "INT",
             "LONG": "BIGINT"}.get(spark_type, spark_type).replace(" ", "")
 
 

@@ -9,7 +9,7 @@ versions are not in the state row yet).
 With delta-rs::
 
     from mysql_cdc.state.delta.cut import read_cut
-    cut = read_cut("s3://bucket/lake", "shop", storage_options={...})
+    cut = read_cut("s3://bucket/lake", "shop", s3_options={"endpoint_url": ..., ...})
     cut.position, cut.tables["shop.orders"]          # a deltalake.DeltaTable at its cut version
 
 With Spark SQL (the versions from ``cut.versions``, or from the state table itself)::
@@ -28,6 +28,7 @@ from typing import Any
 from ...contracts import BinlogPosition
 from ...storage import StorageSpec
 from .location import LakeLocation
+from .tables import CHECKPOINT, StateTables
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,6 @@ class ConsistentCut:
     position: BinlogPosition
     versions: dict[str, int]  # "db.table" -> Delta version
     location: LakeLocation
-    storage_options: dict[str, str]
 
     @property
     def tables(self) -> dict[str, Any]:
@@ -44,7 +44,7 @@ class ConsistentCut:
         from deltalake import DeltaTable
 
         return {name: DeltaTable(self.location.table_uri(*name.split(".", 1)), version=version,
-                                 storage_options=self.storage_options)
+                                 storage_options=self.location.storage_options())
                 for name, version in self.versions.items()}
 
     def read(self, name: str):
@@ -57,31 +57,14 @@ class ConsistentCut:
         return pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
 
 
-def read_cut(location: str, pipeline: str, storage_options: dict[str, str] | None = None,
-             s3_options: dict[str, Any] | None = None) -> ConsistentCut:
-    """The cut of ``pipeline`` at ``location`` (``file:///...`` or ``s3://...``). Give delta-rs's
-    ``storage_options``, or the batch store's S3 options (``s3_options``: endpoint_url,
-    region_name, aws_access_key_id, ...) to have them translated."""
+def read_cut(location: str, pipeline: str, s3_options: dict[str, Any] | None = None) -> ConsistentCut:
+    """The cut of ``pipeline`` at ``location`` (``file:///...`` or ``s3://...``; ``s3_options``
+    as the batch store takes them: endpoint_url, region_name, aws_access_key_id, ...)."""
     lake = LakeLocation(StorageSpec(location, s3_options or {}))
-    options = storage_options if storage_options is not None else lake.storage_options()
-    row = _read_state(lake, options, pipeline)
+    row = StateTables(lake).read_state(pipeline)
     if row is None:
-        raise LookupError(f"pipeline {pipeline!r} has no state at {lake.state_uri(pipeline, 'checkpoint')}")
-    return ConsistentCut(pipeline, row.checkpoint.position, row.versions, lake, options)
-
-
-def _read_state(lake: LakeLocation, options: dict[str, str], pipeline: str):
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    from .tables import StateRow
-
-    try:
-        table = DeltaTable(lake.state_uri(pipeline, "checkpoint"), storage_options=options)
-    except TableNotFoundError:
-        return None
-    rows = table.to_pyarrow_table().to_pylist()
-    return StateRow.from_dict(rows[0]) if rows else None
+        raise LookupError(f"pipeline {pipeline!r} has no state at {lake.state_uri(pipeline, CHECKPOINT)}")
+    return ConsistentCut(pipeline, row.checkpoint.position, row.versions, lake)
 
 
 def spark_sql(cut: ConsistentCut) -> list[str]:
