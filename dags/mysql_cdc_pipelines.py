@@ -1,7 +1,8 @@
-"""Two Airflow DAGs per pipeline of the pipelines file.
+"""The Airflow DAGs of each pipeline of the pipelines file.
 
 ``<name>``: wait_for_changes -> extract_batch -> merge_batch -> check_lag, on the pipeline's schedule.
 ``<name>_verify``: verify_follower, on the ``verify`` section's schedule: checksums of every table.
+``<name>_maintain`` (a Delta Lake follower): maintain_lake, on the ``maintenance`` schedule.
 
 The file is ``$CDC_PIPELINES_FILE``, or ``pipelines.yaml`` beside this one. A mistake in it stops
 this file from importing, so the UI shows an import error naming the pipeline and the field
@@ -58,7 +59,8 @@ VERIFY_DOC = """
 ### Verification of MySQL CDC pipeline `{name}`
 
 Compares every captured table of the leader `{leader}` with the follower `{follower}` by checksums
-computed inside both databases, in primary-key chunks of {chunk_rows:,} keys (a keyless table as a
+(computed inside both databases; for a Delta Lake, of its tables at the pipeline's consistent cut,
+read with delta-rs, against the leader's rows hashed alike), in primary-key chunks of {chunk_rows:,} keys (a keyless table as a
 whole, as a multiset). A chunk that differs is checked again after the next merge (up to {rechecks}
 times), so changes still in flight are not reported. Drift fails the run and names the manual run of
 `{name}` that repairs it (conf `{{"resnapshot": [...]}}`); the CDC page (`/cdc/`) shows the result.
@@ -199,7 +201,6 @@ def build_maintain_dag(config: PipelineConfig) -> DAG:
 
 for _config in load_pipelines(os.environ.get(PIPELINES_FILE_ENV) or DEFAULT_PIPELINES_FILE):
     globals()[_config.name] = build_dag(_config)
-    if _config.follower is None:
-        globals()[f"{_config.name}_verify"] = build_verify_dag(_config)
-    else:  # a lake: its maintenance (its verification is not built yet: docs/lakehouse.md)
+    globals()[f"{_config.name}_verify"] = build_verify_dag(_config)
+    if _config.follower is not None:  # a lake: its maintenance (OPTIMIZE, VACUUM)
         globals()[f"{_config.name}_maintain"] = build_maintain_dag(_config)

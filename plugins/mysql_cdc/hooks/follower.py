@@ -15,7 +15,9 @@ from typing import Any, Mapping
 from airflow.sdk import BaseHook
 
 from ..followers import DELTA, KINDS, MYSQL, FollowerSpec
+from ..settings import MySQLSettings
 from ..state import StateStore
+from ..state.delta.location import LakeLocation
 from .connections import MySQLConnectionHook
 from .storage import BatchStorageHook
 
@@ -40,6 +42,10 @@ class FollowerHook(MySQLConnectionHook):
         """The pipeline state store of this follower."""
         return self.spec().state_store()
 
+    def compared(self) -> MySQLSettings:
+        """What a verification compares with the leader (``monitor.verify``): this server."""
+        return self.settings
+
 
 class DeltaFollowerHook(BaseHook):
     """A Delta Lake follower at ``location`` (``s3://`` through ``aws_conn_id``, or ``file://``)."""
@@ -62,6 +68,10 @@ class DeltaFollowerHook(BaseHook):
     @cached_property
     def state(self) -> StateStore:
         return self.spec().state_store()
+
+    def compared(self) -> LakeLocation:
+        """What a verification compares with the leader (``monitor.verify``): the lake's tables."""
+        return LakeLocation(BatchStorageHook(self.location, self.aws_conn_id).spec())
 
 
 def follower_hook(follower_conn_id: str | None, follower: Mapping[str, Any] | None = None

@@ -14,7 +14,6 @@ from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowFailException
 
 from ..capture.extract import RangeRequest
 from ..capture.filters import TableFilter
@@ -227,12 +226,7 @@ class CdcPipelineHook(BaseHook):
 
     def verify(self, options: VerifyOptions) -> VerificationResult:
         """Checksum every captured table on both sides (``monitor.verify``); the result is kept."""
-        if not isinstance(self.follower, FollowerHook):
-            raise AirflowFailException(
-                f"pipeline {self.pipeline!r}: verification computes checksums inside the follower database, and a "
-                f"{self.follower.spec().kind} follower has none yet (docs/lakehouse.md, 'Not yet'); the lake's "
-                "consistent cut can be compared with the leader by reading it (mysql_cdc.state.delta.cut)")
-        return verify_pipeline(self.pipeline, self.leader.settings, self.follower.settings, self.follower.state,
+        return verify_pipeline(self.pipeline, self.leader.settings, self.follower.compared(), self.follower.state,
                                self.table_filter, options, log=self.log.info)
 
     def record_extract(self, result: ExtractResult, run_id: str, seconds: float) -> None:

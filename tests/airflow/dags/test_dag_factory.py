@@ -117,8 +117,9 @@ def test_a_lake_pipeline_gets_a_maintenance_dag_and_carries_its_follower_to_ever
             "maintenance": {"schedule": "0 4 * * *", "retain_hours": 48}}
     bag = dag_bag(monkeypatch, pipelines_file(tmp_path, lake))
     assert not bag.import_errors
-    assert sorted(bag.dag_ids) == ["shop_cdc", "shop_cdc_maintain"]
+    assert sorted(bag.dag_ids) == ["shop_cdc", "shop_cdc_maintain", "shop_cdc_verify"]
     follower = {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "lake_aws"}
+    assert bag.get_dag("shop_cdc_verify").get_task("verify_follower").follower_config == follower
     dag = bag.get_dag("shop_cdc")
     for task_id in ("wait_for_changes", "extract_batch", "merge_batch", "check_lag"):
         assert dag.get_task(task_id).follower_config == follower, task_id

@@ -6,7 +6,9 @@ lake at its consistent cut equals the leader, and the pipeline's figures come fr
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from mysql_cdc.settings import MySQLSettings
 from mysql_cdc.storage import StorageSpec
 from mysql_cdc.ui.data import read_pipeline
 
-SUCCESS = "success"
+SUCCESS, FAILED = "success", "failed"
 
 
 @pytest.fixture
@@ -32,7 +34,8 @@ def lake_dag(leader, leader_user, follower, follower_user, tmp_path, airflow_con
         "name": name, "schedule": None, "leader_conn_id": "mysql_leader",
         "follower": {"kind": "delta", "location": lake.uri},
         "storage_uri": f"file://{tmp_path / 'batches'}", "include": [f"{db}.*"], "start_position": "snapshot",
-        "wait_timeout": 3, "poke_interval": 1, "retries": 1, "retry_delay": 1}]}))
+        "wait_timeout": 3, "poke_interval": 1, "retries": 1, "retry_delay": 1,
+        "verify": {"schedule": None, "chunk_rows": 1, "rechecks": 0}}]}))
     leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))",
                     f"CREATE TABLE {db}.pet (name VARCHAR(20), species VARCHAR(20))",
                     f"INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')", f"INSERT INTO {db}.pet VALUES ('Buffy', 'dog')"])
@@ -58,3 +61,25 @@ def test_snapshot_then_stream_into_delta_through_dag_runs(dag_runner, lake_dag, 
     view = read_pipeline(config).to_json()
     assert view["error"] is None and view["checkpoint_position"] == str(lake.checkpoint().position)
     assert [b["kind"] for b in [view["last_batch"]]] == ["stream"] and view["last_batch"]["status"] == "merged"
+
+
+def test_verify_dag_compares_the_lake_and_its_resnapshot_repairs_drift(dag_runner, lake_dag, leader):
+    name, lake = lake_dag
+    db = lake.database
+    assert dag_runner.run(name).tasks["merge_batch"] == SUCCESS
+    clean = dag_runner.run(f"{name}_verify")
+    assert clean.tasks == {"verify_follower": SUCCESS}, clean.log_file
+    assert "follower equals leader: 2 tables, 3 chunks, 3 leader rows" in clean.log  # t by id: 2 chunks
+
+    leader.run_sql(["SET sql_log_bin = 0", f"UPDATE {db}.t SET v = 'lost' WHERE id = 2"])  # never in the binlog
+    drift = dag_runner.run(f"{name}_verify")
+    assert drift.tasks == {"verify_follower": FAILED}, drift.log_file
+    assert f"DRIFT in {db}.t " in drift.log
+    assert [(c.table, c.lo, c.hi) for c in lake.state.latest_verification(name).drifted] == [(f"{db}.t", 2, None)]
+    conf = json.loads(re.search(r"repair with a manual run with conf (\{.*?\]\})", drift.log)[1])
+    assert conf == {"resnapshot": [f"{db}.t"]}
+
+    repair = dag_runner.run(name, conf=conf)  # the message, followed literally
+    assert repair.tasks["merge_batch"] == SUCCESS, repair.log_file
+    assert_lake_equals_leader(lake)
+    assert dag_runner.run(f"{name}_verify").tasks == {"verify_follower": SUCCESS}

@@ -217,8 +217,12 @@ class DeltaSink(Sink):
         applied = time.monotonic()
         data = (spark.createDataFrame([], schema_ddl(segment.columns, target.name)) if rows is None
                 else to_delta(rows, segment.columns))
-        # one commit replaces the rows (and the columns): readers see the old table or the copy
-        overwrite(spark, target, data, (self.app_id(job.batch), position_version(segment.at)))
+        # One commit replaces the rows (and the columns): readers see the old table or the copy.
+        # Its transaction id is the batch's own: a retry of this batch skips it, but a later copy
+        # (a resnapshot repairing drift) is applied even at the same leader position, which it
+        # is when the drift was written outside the binlog and nothing was written since.
+        overwrite(spark, target, data, (f"{self.app_id(job.batch)}/copy/{job.batch.batch_id}",
+                                        position_version(segment.at)))
         report.rows_written = merges.rows_written(self.location.table_uri(segment.database, segment.table),
                                                   self.location.storage_options())
         report.apply_seconds = time.monotonic() - applied

@@ -60,7 +60,11 @@ class ConsistentCut:
 def read_cut(location: str, pipeline: str, s3_options: dict[str, Any] | None = None) -> ConsistentCut:
     """The cut of ``pipeline`` at ``location`` (``file:///...`` or ``s3://...``; ``s3_options``
     as the batch store takes them: endpoint_url, region_name, aws_access_key_id, ...)."""
-    lake = LakeLocation(StorageSpec(location, s3_options or {}))
+    return read_cut_at(LakeLocation(StorageSpec(location, s3_options or {})), pipeline)
+
+
+def read_cut_at(lake: LakeLocation, pipeline: str) -> ConsistentCut:
+    """The same, for a ``LakeLocation``."""
     row = StateTables(lake).read_state(pipeline)
     if row is None:
         raise LookupError(f"pipeline {pipeline!r} has no state at {lake.state_uri(pipeline, CHECKPOINT)}")
