@@ -77,9 +77,10 @@ class FollowerSpec:
         return cls(MYSQL, asdict(settings))
 
     @classmethod
-    def delta(cls, location: "StorageSpec") -> "FollowerSpec":
-        """A Delta Lake follower at ``location`` (its S3 options are its secrets)."""
-        return cls(DELTA, {"location": location.to_json()})
+    def delta(cls, location: "StorageSpec", changelog: tuple[str, ...] = ()) -> "FollowerSpec":
+        """A Delta Lake follower at ``location`` (its S3 options are its secrets); ``changelog``:
+        db.table globs of the tables that get a changelog table."""
+        return cls(DELTA, {"location": location.to_json(), "changelog": list(changelog)})
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "settings": dict(self.settings)}

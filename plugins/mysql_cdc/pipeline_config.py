@@ -20,6 +20,11 @@ pipelines:
     verify: {schedule: "@daily", chunk_rows: 100000, rechecks: 2, settle_timeout: 900}
 ```
 
+A Delta Lake follower instead of ``follower_conn_id`` (docs/lakehouse.md)::
+
+    follower: {kind: delta, location: "s3://bucket/lake", changelog: ["shop.orders"]}  # changelog: true = all
+    maintenance: {schedule: "@daily", retain_hours: 168}
+
 Optional tuning fields: ``wait_timeout`` (seconds the sensor waits for the leader to move before the
 run ends skipped), ``poke_interval`` (seconds between checks), ``retries`` and ``retry_delay``
 (seconds, doubled on each retry of extract and merge), ``spark_conf`` (Spark properties of the
@@ -73,10 +78,13 @@ class FollowerConfig:
 
     kind: str
     location: str  # s3://bucket/prefix (through the pipeline's aws_conn_id) or file:///absolute/path
+    # db.table globs of the tables that get a changelog table (``changelog: true``: every table)
+    changelog: tuple[str, ...] = ()
 
     def to_json(self, aws_conn_id: str | None) -> dict[str, Any]:
         """What operators and triggers carry (``hooks.follower.follower_hook``): JSON-safe."""
-        return {"kind": self.kind, "location": self.location, "aws_conn_id": aws_conn_id}
+        return {"kind": self.kind, "location": self.location, "aws_conn_id": aws_conn_id,
+                "changelog": list(self.changelog)}
 
 
 @dataclass(frozen=True)
@@ -258,9 +266,9 @@ FOLLOWER_KINDS = ("delta",)
 def _follower(value: Any) -> FollowerConfig:
     if not isinstance(value, dict):
         raise ValueError(f"must be a mapping such as {{kind: delta, location: s3://bucket/lake}}, got {value!r}")
-    unknown = sorted(set(value) - {"kind", "location"})
+    unknown = sorted(set(value) - {"kind", "location", "changelog"})
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown}; known keys are ['kind', 'location']")
+        raise ValueError(f"unknown key(s) {unknown}; known keys are ['changelog', 'kind', 'location']")
     if value.get("kind") not in FOLLOWER_KINDS:
         raise ValueError(f"kind must be one of {list(FOLLOWER_KINDS)} (a MySQL follower is follower_conn_id), "
                          f"got {value.get('kind')!r}")
@@ -268,7 +276,18 @@ def _follower(value: Any) -> FollowerConfig:
         location = _storage_uri(value.get("location"))
     except ValueError as exc:
         raise ValueError(f"location: {exc}") from None
-    return FollowerConfig(value["kind"], location)
+    return FollowerConfig(value["kind"], location, _changelog(value.get("changelog", False)))
+
+
+def _changelog(value: Any) -> tuple[str, ...]:
+    if value is True:
+        return ("*.*",)
+    if value is False:
+        return ()
+    try:
+        return tuple(TableFilter(include=_globs(value)).include)
+    except ValueError as exc:
+        raise ValueError(f"changelog: must be true, false or a list of db.table globs ({exc})") from None
 
 
 _CHECKS = {

@@ -194,12 +194,22 @@ def test_a_delta_lake_follower_instead_of_a_connection(tmp_path):
     (config,) = load_pipelines(write(tmp_path, {**LAKE, "maintenance": {"schedule": "@hourly", "retain_hours": 24}}))
     assert config.follower_conn_id is None and (config.follower.kind, config.follower.location) == (
         "delta", "s3://lake/mysql")
-    assert config.follower_config == {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "aws_default"}
+    assert config.follower_config == {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "aws_default",
+                                      "changelog": []}
     assert (config.maintenance.schedule, config.maintenance.retain_hours) == ("@hourly", 24)
     assert config.describe_follower() == "delta at s3://lake/mysql"
 
 
+@pytest.mark.parametrize(("changelog", "tables"), [
+    (True, ["*.*"]), (False, []), (["shop.orders", " crm.* "], ["shop.orders", "crm.*"])])
+def test_changelog_tables_are_named_by_globs(tmp_path, changelog, tables):
+    (config,) = load_pipelines(write(tmp_path, {**LAKE, "follower": {**LAKE["follower"], "changelog": changelog}}))
+    assert config.follower_config["changelog"] == tables
+
+
 @pytest.mark.parametrize(("change", "words"), [
+    ({"follower": {"kind": "delta", "location": "s3://x", "changelog": "yes"}},
+     "field 'follower': changelog: must be true, false or a list of db.table globs"),
     ({"follower_conn_id": "f"}, "give the follower once: 'follower_conn_id' (a MySQL/MariaDB connection) or 'follower'"),
     ({"follower": {"kind": "iceberg", "location": "s3://x"}}, "field 'follower': kind must be one of ['delta']"),
     ({"follower": {"kind": "delta", "location": "s3://x", "catalog": "glue"}}, "unknown key(s) ['catalog']"),

@@ -33,10 +33,11 @@ from mysql_cdc.storage import StorageSpec
 @dataclass
 class LakePipeline(Pipeline):
     lake: StorageSpec | None = None
+    changelog: tuple[str, ...] = ()  # db.table globs of the tables with a changelog table
 
     @classmethod
-    def of(cls, pipeline: Pipeline, lake: StorageSpec) -> "LakePipeline":
-        return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, lake=lake)
+    def of(cls, pipeline: Pipeline, lake: StorageSpec, changelog: tuple[str, ...] = ()) -> "LakePipeline":
+        return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, lake=lake, changelog=changelog)
 
     @property
     def state(self) -> DeltaStateStore:
@@ -44,7 +45,7 @@ class LakePipeline(Pipeline):
 
     @property
     def secrets(self) -> JobSecrets:
-        return JobSecrets(FollowerSpec.delta(self.lake), self.storage)
+        return JobSecrets(FollowerSpec.delta(self.lake, self.changelog), self.storage)
 
     def start(self) -> "LakePipeline":
         from merge_helpers import leader_position
@@ -167,3 +168,14 @@ def assert_lake_equals_leader(pipeline: LakePipeline, database: str | None = Non
         expected, actual = leader_rows(leader, database, table), lake_rows(pipeline, leader, database, table)
         missing, extra = expected - actual, actual - expected
         assert not missing and not extra, f"{table}: missing in the lake {dict(missing)}, extra {dict(extra)}"
+
+
+def changelog(pipeline: LakePipeline, table: str) -> list[dict]:
+    """The changelog table of ``pipeline.database.table``, read with delta-rs, in change order."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    location = LakeLocation(pipeline.lake)
+    delta = DeltaTable(location.changelog_uri(pipeline.name, pipeline.database, table),
+                       storage_options=location.storage_options())
+    return pa.table(QueryBuilder().register("t", delta).execute(
+        "SELECT * FROM t ORDER BY _change_seq").read_all()).to_pylist()

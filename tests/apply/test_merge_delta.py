@@ -5,12 +5,19 @@ with the leader, table by table, value by value."""
 
 from __future__ import annotations
 
+import datetime as dt
+
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from apply_workload import Workload
-from lake_helpers import LakePipeline, assert_lake_equals_leader, lake_maintain, lake_rows, lake_submit, leader_rows
+from lake_helpers import (
+    LakePipeline, assert_lake_equals_leader, changelog, lake_maintain, lake_rows, lake_submit, leader_rows,
+)
 from merge_helpers import job_output
 from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.contracts import BinlogPosition, Checkpoint
 from mysql_cdc.monitor.verify import verify_pipeline
 from mysql_cdc.settings import VerifyOptions
 from mysql_cdc.state.delta.location import LakeLocation
@@ -24,7 +31,7 @@ def lake_pipeline(make_pipeline, tmp_path, request):
     """make(flavor="mariadb", s3=False) -> a started LakePipeline on a file:// lake, or an s3:// one
     on the session's moto endpoint."""
 
-    def make(flavor: str = "mariadb", s3: bool = False) -> LakePipeline:
+    def make(flavor: str = "mariadb", s3: bool = False, changelog: tuple[str, ...] = ()) -> LakePipeline:
         base = make_pipeline(flavor=flavor, start=False)
         if s3:
             bucket = request.getfixturevalue("s3_bucket")
@@ -33,7 +40,7 @@ def lake_pipeline(make_pipeline, tmp_path, request):
             lake = StorageSpec(f"s3://{bucket['bucket']}/lake", options)
         else:
             lake = StorageSpec(f"file://{tmp_path}/lake")
-        return LakePipeline.of(base, lake).start()
+        return LakePipeline.of(base, lake, changelog).start()
 
     return make
 
@@ -93,6 +100,55 @@ def test_change_data_feed_is_on_and_readable(lake_pipeline, spark):
     changes = {(r["id"], r["v"], r["_change_type"]) for r in spark.sql(
         f"SELECT * FROM table_changes_by_path('{path}', 2)").collect()}
     assert changes == {(1, 11, "update_preimage"), (1, 12, "update_postimage"), (3, 30, "insert")}
+
+
+def test_changelog_tables_keep_every_change_row_once(lake_pipeline, spark):
+    pipeline = lake_pipeline(changelog=("*.owner",))
+    db = pipeline.database
+    first = pipeline.capture(seed_workload(db))
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    second = pipeline.capture([f"USE {db}", "BEGIN", "INSERT INTO owner VALUES (4, 'Diane', NULL)",
+                               "UPDATE owner SET name = 'H', since = NULL WHERE id = 1", "COMMIT"])
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    pipeline.state.move(pipeline.checkpoint(), Checkpoint(pipeline.name, first.end, batch_id=first.batch_id))
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)  # applied again: nothing twice
+    assert_lake_equals_leader(pipeline)
+
+    log = changelog(pipeline, "owner")
+    before = [r["_before"] and (r["_before"]["id"], r["_before"]["name"]) for r in log]
+    assert [(r["_op"], r["id"], r["name"], b) for r, b in zip(log, before)] == [
+        ("I", 1, "Harold", None), ("I", 2, "Gwen", None), ("I", 3, "Benny", None),
+        ("U", 1, "Harold H", (1, "Harold")), ("U", 30, "Benny", (3, "Benny")), ("D", 2, "Gwen", None),
+        ("I", 4, "Diane", None), ("U", 1, "H", (1, "Harold H")),
+    ]
+    assert log[0]["since"] == log[3]["_before"]["since"] == dt.datetime(2020, 1, 1, 10, 0, 0, 500000)
+    assert log[-1]["since"] is None
+    seqs = [r["_change_seq"] for r in log]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    # one transaction, one id; every row its position and commit time
+    assert log[-1]["_txn"] == log[-2]["_txn"] != log[-3]["_txn"] and log[-1]["_gtid"] == log[-2]["_gtid"]
+    assert all(r["_commit_ts"] is not None for r in log)
+    assert all(first.start <= BinlogPosition(r["_binlog_file"], r["_binlog_pos"]) < second.end for r in log)
+    # only the tables the patterns name have one
+    pet = LakeLocation(pipeline.lake).changelog_uri(pipeline.name, db, "pet")
+    assert not DeltaTable.is_deltatable(pet)
+
+    # the leader widens the key and adds a column: the changelog follows, its rows unchanged
+    third = pipeline.capture([f"USE {db}", "ALTER TABLE owner MODIFY id BIGINT NOT NULL",
+                              "UPDATE owner SET name = 'Z' WHERE id = 4", "ALTER TABLE owner ADD COLUMN note VARCHAR(9)",
+                              "INSERT INTO owner VALUES (5, 'E', NULL, 'n')"])
+    run_merge(spark, pipeline.manifest_uri(third), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    widened = changelog(pipeline, "owner")
+    def without_note(row):
+        before = row["_before"] and {k: v for k, v in row["_before"].items() if k != "note"}
+        return {**{k: v for k, v in row.items() if k != "note"}, "_before": before}
+
+    assert [without_note(r) for r in widened[:len(log)]] == log
+    assert [(r["_op"], r["id"], r["name"], r["note"]) for r in widened[len(log):]] == [
+        ("U", 4, "Z", None), ("I", 5, "E", "n")]
+    assert {f.name: f.type for f in pa.schema(DeltaTable(LakeLocation(pipeline.lake).changelog_uri(
+        pipeline.name, db, "owner")).schema().to_arrow())}["id"] == pa.int64()
 
 
 @pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
@@ -213,8 +269,8 @@ def test_a_crash_at_each_step_then_the_retry_leaves_every_table_equal(lake_pipel
     suite's fault injection: os._exit, no cleanup). Until the retry, the consistent cut is the
     previous batch's whole: the transaction is seen whole or not at all, though a table's own
     latest version may already hold its half. The retry (as Airflow's) commits what is missing,
-    once."""
-    pipeline = lake_pipeline()
+    once, changelog tables included."""
+    pipeline = lake_pipeline(changelog=("*.*",))
     db = pipeline.database
     first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}",
                               "CREATE TABLE account (id INT PRIMARY KEY, balance INT)",
@@ -232,6 +288,10 @@ def test_a_crash_at_each_step_then_the_retry_leaves_every_table_equal(lake_pipel
     assert (cut.position, cut.versions) == (before.position, before.versions)
     balances = {row[0]: row[1] for row in lake_rows(pipeline, pipeline.leader, db, "account")}
     assert balances == {1: 100, 2: 100}, "the cut shows the transfer whole or not at all"
+    # a changelog read at the cut (rows before its position) has none of the transfer either
+    at_cut = [(r["_op"], r["id"]) for r in changelog(pipeline, "account")
+              if BinlogPosition(r["_binlog_file"], r["_binlog_pos"]) < cut.position]
+    assert at_cut == [("I", 1), ("I", 2)]
 
     retried = lake_submit(pipeline, transfer, tmp_path / "retry")
     assert retried.returncode == 0, job_output(retried)[-4000:]
@@ -244,6 +304,9 @@ def test_a_crash_at_each_step_then_the_retry_leaves_every_table_equal(lake_pipel
         writes = [h["operation"] for h in table.history()
                   if h["operation"] in ("MERGE", "WRITE") and h["version"] > before.versions.get(name, -1)]
         assert len(writes) == 1, (name, writes)
+    assert [(r["_op"], r["id"], r["balance"]) for r in changelog(pipeline, "account")] == [
+        ("I", 1, 100), ("I", 2, 100), ("U", 1, 70), ("U", 2, 130)]
+    assert [(r["_op"], r["account"], r["amount"]) for r in changelog(pipeline, "ledger")] == [("I", 1, -30), ("I", 2, 30)]
 
 
 def test_maintenance_compacts_and_vacuums_and_never_breaks_the_cut(lake_pipeline, spark, tmp_path):

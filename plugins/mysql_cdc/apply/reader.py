@@ -52,15 +52,19 @@ def arrow_type(text: str, where: str = "") -> pa.DataType:
 MERGE_METADATA = (cr.OP, cr.BINLOG_SEQ, cr.BINLOG_POS, cr.ROW_INDEX)
 
 
-def change_schema(table: TableChanges) -> pa.Schema:
+def change_schema(table: TableChanges, metadata: frozenset[str] = frozenset()) -> pa.Schema:
     """The Arrow schema the merge reads a table's change rows as: its columns as the manifest
-    describes them, ``MERGE_METADATA`` and the ``_before`` struct."""
+    describes them, ``MERGE_METADATA`` and any more ``metadata`` a sink asks for, and the
+    ``_before`` struct."""
     fields = [
         pa.field(c.name, arrow_type(c.arrow_type, f"{table.qualified_name}.{c.name}"), c.nullable)
         for c in table.columns
     ]
     full = cr.change_row_schema(fields)
-    return pa.schema([*fields, *(full.field(n) for n in MERGE_METADATA), full.field(cr.BEFORE)])
+    wanted = [f for f in cr.METADATA_FIELDS if f.name in MERGE_METADATA or f.name in metadata]
+    # Spark holds instants in microseconds: the commit time (seconds) is read as such, exactly
+    wanted = [f.with_type(pa.timestamp("us", tz="UTC")) if f.name == cr.COMMIT_TS else f for f in wanted]
+    return pa.schema([*fields, *wanted, full.field(cr.BEFORE)])
 
 
 def snapshot_schema(table: TableChanges) -> pa.Schema:

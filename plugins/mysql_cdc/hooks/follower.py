@@ -52,14 +52,16 @@ class DeltaFollowerHook(BaseHook):
 
     hook_name = "MySQL CDC Delta Lake follower"
 
-    def __init__(self, location: str, aws_conn_id: str | None = BatchStorageHook.default_conn_name):
+    def __init__(self, location: str, aws_conn_id: str | None = BatchStorageHook.default_conn_name,
+                 changelog: tuple[str, ...] = ()):
         super().__init__()
         self.location = location
         self.aws_conn_id = aws_conn_id
+        self.changelog = tuple(changelog)  # db.table globs of the tables with a changelog table
 
     def spec(self) -> FollowerSpec:
         """The location with the S3 options a process outside Airflow needs (the merge job)."""
-        return FollowerSpec.delta(BatchStorageHook(self.location, self.aws_conn_id).spec())
+        return FollowerSpec.delta(BatchStorageHook(self.location, self.aws_conn_id).spec(), self.changelog)
 
     async def aspec(self) -> FollowerSpec:
         # the amazon provider's credential chain is blocking: a worker thread, not the event loop
@@ -82,5 +84,5 @@ def follower_hook(follower_conn_id: str | None, follower: Mapping[str, Any] | No
     if follower is None or follower.get("kind", MYSQL) == MYSQL:
         return FollowerHook(follower_conn_id)
     if follower.get("kind") == DELTA:
-        return DeltaFollowerHook(follower["location"], follower.get("aws_conn_id"))
+        return DeltaFollowerHook(follower["location"], follower.get("aws_conn_id"), follower.get("changelog", ()))
     raise ValueError(f"follower kind {follower.get('kind')!r} is unknown; the kinds are {sorted(KINDS)}")

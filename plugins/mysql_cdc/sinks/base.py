@@ -86,12 +86,18 @@ class Sink(ABC):
         ``apply.errors.FollowerSchemaError`` naming the repair when it cannot take them). What is
         returned is the sink's own and goes back to it in ``stage_rows``."""
 
+    def change_metadata(self, table: TableChanges) -> frozenset[str]:
+        """Change-row metadata columns (``contracts.change_row``) this sink wants in the table's
+        change rows beyond the merge's own (a changelog keeps them all); none by default."""
+        return frozenset()
+
     @abstractmethod
-    def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: Any, net: "DataFrame",
-                   report: "TableReport") -> Any:
-        """Prepare one table's net rows (``spark.transforms.net_changes``) for the segment's commit,
-        filling the report's inserted, updated and deleted counts; called for several tables at
-        once, from threads. Returns what ``commit_rows`` takes for the table."""
+    def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: Any, changes: "DataFrame",
+                   net: "DataFrame", report: "TableReport") -> Any:
+        """Prepare one table's net rows (``net``: ``spark.transforms.net_changes`` of ``changes``,
+        its change rows after the follower's position) for the segment's commit, filling the
+        report's inserted, updated and deleted counts; called for several tables at once, from
+        threads. Returns what ``commit_rows`` takes for the table."""
 
     @abstractmethod
     def commit_rows(self, job: BatchJob, expected: Checkpoint, staged: list, done: Checkpoint) -> dict[str, tuple[int, float]]:

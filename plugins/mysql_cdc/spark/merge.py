@@ -67,11 +67,10 @@ def _stage_table(ctx: _Context, segment: RowSegment, index: int, target, checkpo
                  report: TableReport):
     started = time.monotonic()
     table = segment.tables[index]
-    changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table)
+    changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table, ctx.sink.change_metadata(table))
     # a table copied by a snapshot after the checkpoint has its changes up to the copy already
-    position = table_position(checkpoint, ctx.positions, table.database, table.table)
-    staged = ctx.sink.stage_rows(ctx.job, segment, index, target, net_changes(after_checkpoint(changes, position), table),
-                                 report)
+    changes = after_checkpoint(changes, table_position(checkpoint, ctx.positions, table.database, table.table))
+    staged = ctx.sink.stage_rows(ctx.job, segment, index, target, changes, net_changes(changes, table), report)
     report.stage_seconds = time.monotonic() - started
     return staged
 

@@ -15,7 +15,6 @@ from ..contracts import change_row as cr
 from ..storage import StorageSpec
 
 
-
 def spark_schema(arrow_schema):
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -29,9 +28,10 @@ def unit_indexes(spark: SparkSession, table: TableChanges) -> tuple[list[tuple[s
     return units, spark.range(0, len(units), 1, numPartitions=max(1, len(units)))
 
 
-def read_changes(spark: SparkSession, storage: StorageSpec, batch_prefix: str, table: TableChanges) -> DataFrame:
-    """The table's change rows."""
-    schema = change_schema(table)
+def read_changes(spark: SparkSession, storage: StorageSpec, batch_prefix: str, table: TableChanges,
+                 metadata: frozenset[str] = frozenset()) -> DataFrame:
+    """The table's change rows, with the merge's metadata and ``metadata`` (more of it)."""
+    schema = change_schema(table, metadata)
     units, indexes = unit_indexes(spark, table)
     return indexes.mapInArrow(partial(read_units, storage, batch_prefix, schema, units), spark_schema(schema))
 

@@ -118,7 +118,7 @@ def test_a_lake_pipeline_gets_a_maintenance_dag_and_carries_its_follower_to_ever
     bag = dag_bag(monkeypatch, pipelines_file(tmp_path, lake))
     assert not bag.import_errors
     assert sorted(bag.dag_ids) == ["shop_cdc", "shop_cdc_maintain", "shop_cdc_verify"]
-    follower = {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "lake_aws"}
+    follower = {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "lake_aws", "changelog": []}
     assert bag.get_dag("shop_cdc_verify").get_task("verify_follower").follower_config == follower
     dag = bag.get_dag("shop_cdc")
     for task_id in ("wait_for_changes", "extract_batch", "merge_batch", "check_lag"):

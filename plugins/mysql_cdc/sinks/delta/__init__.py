@@ -41,7 +41,7 @@ from ...state.delta import same_place
 from ...state.delta.location import LakeLocation, position_version
 from ...state.delta.tables import StateRow, StateTables
 from ..base import BatchJob, Sink, TableCopy
-from . import ddl, merges
+from . import changelog, ddl, merges
 from .tables import DeltaTableRef, create_table, follow_schema, overwrite, schema_ddl, table_exists, to_delta
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -56,6 +56,7 @@ class StagedRows:
     target: DeltaTableRef
     rows: DataFrame  # net rows in Delta values, cached for the counts and the MERGE
     written: int
+    log: tuple[DeltaTableRef, DataFrame] | None = None  # the changelog table and its new rows
 
 
 class StateMovedError(RuntimeError):
@@ -63,8 +64,9 @@ class StateMovedError(RuntimeError):
 
 
 class DeltaSink(Sink):
-    def __init__(self, location: LakeLocation):
+    def __init__(self, location: LakeLocation, changelog: tuple[str, ...] = ()):
         self.location = location
+        self.changelog = changelog  # db.table globs of the tables with a changelog table
         self.state = StateTables(location)
         self.job: BatchJob | None = None
         self._session: Callable[[], SparkSession] | None = None
@@ -72,7 +74,8 @@ class DeltaSink(Sink):
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "DeltaSink":
-        return cls(LakeLocation.from_json(settings["location"], "follower location"))
+        return cls(LakeLocation.from_json(settings["location"], "follower location"),
+                   tuple(settings.get("changelog", ())))
 
     # -- Spark and names --------------------------------------------------------------------------
 
@@ -154,8 +157,15 @@ class DeltaSink(Sink):
         follow_schema(self.spark(), target, changes.columns)
         return target
 
-    def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef, net: DataFrame,
-                   report: TableReport) -> StagedRows:
+    def change_metadata(self, table: TableChanges) -> frozenset[str]:
+        return changelog.METADATA if changelog.logs_table(self.changelog, table.database, table.table) else frozenset()
+
+    def changelog_ref(self, pipeline: str, database: str, table: str) -> DeltaTableRef:
+        return DeltaTableRef(f"{database}.{table}",
+                             self.location.spark_path(self.location.changelog_uri(pipeline, database, table)))
+
+    def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef, changes: DataFrame,
+                   net: DataFrame, report: TableReport) -> StagedRows:
         table = segment.tables[index]
         rows = to_delta(net, table.columns, (cr.NET_OP, cr.NET_COUNT)).cache()
         counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
@@ -163,6 +173,12 @@ class DeltaSink(Sink):
         report.updated = counts.get(cr.UPDATE, 0)
         report.deleted = counts.get(cr.DELETE, 0)
         staged = StagedRows(table, target, rows, report.inserted + report.updated + report.deleted)
+        if self.change_metadata(table):
+            log_rows = changelog.changelog_rows(changes, table.columns)
+            log_table = self.changelog_ref(job.batch.pipeline, table.database, table.table)
+            # created here, outside the idempotent commit: only the append carries its transaction id
+            changelog.follow(self.spark(), log_table, log_rows.schema)
+            staged.log = (log_table, log_rows)
         self._staged.setdefault(segment.index, []).append(staged)
         return staged
 
@@ -177,6 +193,8 @@ class DeltaSink(Sink):
                 if i:
                     crash_point("between_tables")
                 started = time.monotonic()
+                if s.log is not None:
+                    changelog.append(*s.log)
                 merges.merge_rows(spark, s.target, s.table, s.rows)
                 versions[s.target.name] = self.version(s.table.database, s.table.table)
                 applied[s.table.qualified_name] = (s.written, time.monotonic() - started)

@@ -64,15 +64,20 @@ def delta_type(column: ColumnSpec, where: str) -> str:
     raise FollowerSchemaError(f"{where}.{column.name}: the batch's Arrow type {column.arrow_type!r} has no Delta type here")
 
 
-def delta_column(column: ColumnSpec) -> Column:
-    """The batch column as its Delta value (a TIME's microseconds, a DATETIME's wall clock)."""
-    value = F.col(quote(column.name))
+def delta_value(value: Column, column: ColumnSpec) -> Column:
+    """A value of the batch column (``value``: the column, or a field of a before-image) as its
+    Delta value (a TIME's microseconds, a DATETIME's wall clock), named as the column."""
     if column.arrow_type == "duration[us]":
         # Spark reads Arrow durations as day-time intervals; their microseconds, exactly
-        return F.expr(f"unix_micros(TIMESTAMP'1970-01-01 00:00:00Z' + {quote(column.name)})").alias(column.name)
+        return F.unix_micros(F.lit("1970-01-01 00:00:00Z").cast("timestamp") + value).alias(column.name)
     if column.arrow_type == "timestamp[us]":
         return value.cast("timestamp_ntz").alias(column.name)
-    return value
+    return value.alias(column.name)
+
+
+def delta_column(column: ColumnSpec) -> Column:
+    """The batch column as its Delta value."""
+    return delta_value(F.col(quote(column.name)), column)
 
 
 def to_delta(df: DataFrame, columns: Sequence[ColumnSpec], extra: Sequence[str] = ()) -> DataFrame:
@@ -142,7 +147,7 @@ def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[C
         have, want = _normal(existing[name][1]), _normal(delta_type(column, table.name))
         if have == want:
             continue
-        if want in _WIDER.get(have, ()) or _decimal_widens(have, want):
+        if widens(have, want):
             widened[existing[name][0]] = want
             continue
         raise FollowerSchemaError(
@@ -157,6 +162,12 @@ def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[C
     if added:
         definition = ", ".join(f"{quote(c.name)} {delta_type(c, table.name)}" for c in added)
         spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({definition})")
+
+
+def widens(have: str, want: str) -> bool:
+    """Whether every value of Spark SQL type ``have`` is the same value in ``want``."""
+    have, want = _normal(have.upper()), _normal(want.upper())
+    return want in _WIDER.get(have, ()) or _decimal_widens(have, want)
 
 
 def _decimal_widens(have: str, want: str) -> bool:

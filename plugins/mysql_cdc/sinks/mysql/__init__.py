@@ -113,7 +113,7 @@ class MySQLSink(Sink):
         )
 
     def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
-                   net: DataFrame, report: TableReport) -> StagedTable:
+                   changes: DataFrame, net: DataFrame, report: TableReport) -> StagedTable:
         table = segment.tables[index]
         staged = StagedTable(table, target, tuple(stage(net, self._plan(job, segment, index, table, target))))
         report.inserted, report.updated, report.deleted = counts(staged)

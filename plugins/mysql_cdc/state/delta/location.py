@@ -51,6 +51,10 @@ class LakeLocation:
         """One of a pipeline's state tables (``checkpoint``, ``history``, ...)."""
         return f"{self.uri}/{STATE_PREFIX}/{pipeline}/{name}"
 
+    def changelog_uri(self, pipeline: str, database: str, table: str) -> str:
+        """The changelog table of the leader's ``database.table`` (``sinks.delta.changelog``)."""
+        return f"{self.uri}/{STATE_PREFIX}/{pipeline}/changelog/{database}/{table}"
+
     # -- delta-rs -----------------------------------------------------------------------------------
 
     def storage_options(self) -> dict[str, str]:
