@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from airflow.sdk import BaseHook
 
+from ..contracts import ChangeBatch
 from ..followers import DELTA, KINDS, MYSQL, FollowerSpec
 from ..settings import MySQLSettings
 from ..state import StateStore
@@ -46,6 +47,10 @@ class FollowerHook(MySQLConnectionHook):
         """What a verification compares with the leader (``monitor.verify``): this server."""
         return self.settings
 
+    def tables_to_copy(self, batch: ChangeBatch) -> dict[str, str]:
+        """Tables of ``batch`` to copy again instead of merging: none (the server replays every DDL)."""
+        return {}
+
 
 class DeltaFollowerHook(BaseHook):
     """A Delta Lake follower at ``location`` (``s3://`` through ``aws_conn_id``, or ``file://``)."""
@@ -74,6 +79,30 @@ class DeltaFollowerHook(BaseHook):
     def compared(self) -> LakeLocation:
         """What a verification compares with the leader (``monitor.verify``): the lake's tables."""
         return LakeLocation(BatchStorageHook(self.location, self.aws_conn_id).spec())
+
+    def tables_to_copy(self, batch: ChangeBatch) -> dict[str, str]:
+        """Tables of ``batch`` (``db.table`` -> why) whose changes the lake cannot take exactly, to copy
+        again in this run (``sinks.delta.recopy``), reading the lake's schemas with delta-rs."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        from ..sinks.delta.recopy import spark_type, tables_to_copy
+
+        lake, schemas = self.compared(), {}
+
+        def columns(database: str, table: str) -> dict[str, str] | None:
+            if (database, table) not in schemas:
+                try:
+                    fields = DeltaTable(lake.table_uri(database, table),
+                                        storage_options=lake.storage_options()).schema().fields
+                except TableNotFoundError:
+                    schemas[(database, table)] = None
+                else:
+                    schemas[(database, table)] = {f.name.lower(): spark_type(str(getattr(f.type, "type", f.type)))
+                                                  for f in fields}
+            return schemas[(database, table)]
+
+        return tables_to_copy(batch, columns)
 
 
 def follower_hook(follower_conn_id: str | None, follower: Mapping[str, Any] | None = None

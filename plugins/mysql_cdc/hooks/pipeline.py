@@ -265,6 +265,15 @@ class CdcPipelineHook(BaseHook):
                              "table again", self.pipeline, range_.start)
             return self._snapshot(None)
         batch = self._read(range_, checkpoint.gtid, checkpoint.gtid_set, positions)
+        recopy = self.follower.tables_to_copy(batch) if batch is not None else {}
+        if recopy:
+            # The follower cannot take these tables' changes exactly (a lake and a type change):
+            # the run copies them instead, and catches every table up to the copy. The batch just
+            # read is dropped: the catch-up reads its range again.
+            for name, why in recopy.items():
+                self.log.warning("pipeline %s: %s: %s; copying it again in this run", self.pipeline, name, why)
+            self.storage.store.delete_prefix(batch.prefix + "/")
+            return self._snapshot([glob.escape(name) for name in recopy])
         return ExtractResult(range=range_, batch=batch, manifest_uri=self._uri(batch), replay=False)
 
     def _replay(self, range_: PositionRange, checkpoint: Checkpoint, positions: TablePositions) -> ExtractResult:

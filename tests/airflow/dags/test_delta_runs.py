@@ -83,3 +83,28 @@ def test_verify_dag_compares_the_lake_and_its_resnapshot_repairs_drift(dag_runne
     assert repair.tasks["merge_batch"] == SUCCESS, repair.log_file
     assert_lake_equals_leader(lake)
     assert dag_runner.run(f"{name}_verify").tasks == {"verify_follower": SUCCESS}
+
+
+def test_changes_delta_cannot_take_exactly_copy_the_table_again_within_the_run(dag_runner, lake_dag, leader):
+    """A type change that is no exact widening, and a column whose existing rows get a value the
+    leader computed: the run copies those tables (and catches every table up to the copy) instead
+    of stopping; an exact widening is merged as usual."""
+    name, lake = lake_dag
+    db = lake.database
+    assert dag_runner.run(name).tasks["merge_batch"] == SUCCESS
+    leader.run_sql([f"USE {db}", "ALTER TABLE t ADD COLUMN n INT DEFAULT 5", "UPDATE t SET n = 6 WHERE id = 2",
+                    "ALTER TABLE t MODIFY n DECIMAL(5,1)", "UPDATE t SET n = 7.5 WHERE id = 1",
+                    "ALTER TABLE pet ADD COLUMN added DATETIME(6) DEFAULT CURRENT_TIMESTAMP(6)",
+                    "INSERT INTO pet (name, species) VALUES ('Rex', 'dog')"])
+
+    run = dag_runner.run(name)
+
+    assert run.tasks["merge_batch"] == SUCCESS and run.tasks["check_lag"] == SUCCESS, run.log_file
+    assert f"{db}.t: n changed type from INT to DECIMAL(5,1)" in run.log and "copying it again in this run" in run.log
+    assert f"{db}.pet: ADD COLUMN added gives the existing rows a value the leader computed" in run.log
+    assert_lake_equals_leader(lake)  # the old rows' `added`: the leader's own timestamps, exactly
+
+    leader.run_sql([f"USE {db}", "ALTER TABLE t MODIFY id BIGINT", "UPDATE t SET n = 8.5 WHERE id = 2"])
+    widened = dag_runner.run(name)
+    assert widened.tasks["merge_batch"] == SUCCESS and "copying it again" not in widened.log, widened.log_file
+    assert_lake_equals_leader(lake)

@@ -34,6 +34,10 @@ TABLE_PROPERTIES = {
     # a MERGE marks the rows it replaces in a deletion vector instead of rewriting their files:
     # its cost follows the change, not the table
     "delta.enableDeletionVectors": "true",
+    # DATETIME is TIMESTAMP_NTZ, whose table feature Delta enables by itself only when a table is
+    # created with such a column: a table that gets one later (a column added, a copy with a new
+    # shape) must have it already
+    "delta.feature.timestampNtz": "supported",
 }
 
 _SIMPLE = {
@@ -218,6 +222,8 @@ def overwrite(spark: SparkSession, table: DeltaTableRef, rows: DataFrame, txn: t
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
     if reshaped:
+        # a table created before timestampNtz was one of the lake's properties may need it now
+        spark.sql(f"ALTER TABLE {table.sql} SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')")
         _set_change_feed(spark, table, False)
         writer.option("overwriteSchema", "true").save(table.path)
     else:
