@@ -1,12 +1,14 @@
 """The Delta Lake sink's Spark-free parts: what an ALTER TABLE statement does to columns, each MySQL
 type's Delta type (from the batch's Arrow type and from a DDL statement), the transaction version
-of a position, and the lake's spellings of one location for delta-rs and for Spark."""
+of a position, the lake's spellings of one location for delta-rs and for Spark, and which tables
+a lake copies again instead of merging."""
 
 import pytest
 
-from mysql_cdc.contracts import BinlogPosition, ColumnSpec
+from mysql_cdc.contracts import BinlogPosition, ChangeBatch, ColumnSpec, DdlSegment, DdlTarget, RowSegment, TableChanges
 from mysql_cdc.sinks.delta.ddl import added_columns, column_drops, column_renames, ddl_delta_type
 from mysql_cdc.sinks.delta.ddl import _existing_value as existing_value
+from mysql_cdc.sinks.delta.recopy import spark_type, tables_to_copy
 from mysql_cdc.sinks.delta.tables import delta_type
 from mysql_cdc.state.delta.location import LakeLocation, position_version
 from mysql_cdc.storage import StorageSpec
@@ -77,3 +79,53 @@ def test_one_location_spelled_for_delta_rs_and_for_spark():
     assert conf["fs.s3a.bucket.lake.endpoint"] == "http://127.0.0.1:9000"
     assert conf["fs.s3a.bucket.lake.connection.ssl.enabled"] == "false"
     assert LakeLocation(StorageSpec("file:///data/lake")).hadoop_conf() == {}
+
+
+# -- which tables a lake copies again instead of merging (sinks.delta.recopy) ----------------------
+
+
+def _rows(index, *tables):
+    return RowSegment(index, P(f"b.000001:{100 * index + 4}"), P(f"b.000001:{100 * index + 50}"), tuple(
+        TableChanges("shop", name, tuple(ColumnSpec(c, "", arrow) for c, arrow in columns), ("id",), ("f",), 1)
+        for name, columns in tables))
+
+
+def _alter(index, statement):
+    return DdlSegment(index, P(f"b.000001:{100 * index + 4}"), P(f"b.000001:{100 * index + 50}"), "shop", statement,
+                      "alter_table", (DdlTarget("shop", "orders"),))
+
+
+def _batch(*segments):
+    return ChangeBatch("p", "b1", segments[0].start, segments[-1].end, tuple(segments))
+
+
+LAKE = {("shop", "orders"): {"id": "INT", "qty": "INT", "price": "DECIMAL(10,2)"}}
+
+
+@pytest.mark.parametrize(("segments", "copied"), [
+    # exact widenings and new columns merge
+    ([_rows(0, ("orders", [("id", "int64"), ("qty", "int32"), ("price", "decimal128(12, 3)"), ("note", "string")]))],
+     {}),
+    # a narrower DECIMAL, INT -> STRING: copied again
+    ([_rows(0, ("orders", [("id", "int32"), ("price", "decimal128(10, 1)")]))],
+     {"shop.orders": "price changed type from DECIMAL(10,2) to DECIMAL(10,1)"}),
+    # a column added in the batch, then retyped in it: checked against the batch's own earlier rows
+    ([_rows(0, ("orders", [("id", "int32"), ("n", "int32")])), _rows(1, ("orders", [("id", "int32"), ("n", "string")]))],
+     {"shop.orders": "n changed type from INT to STRING"}),
+    # a table the lake does not have yet is created with its rows
+    ([_rows(0, ("fresh", [("id", "string")])), _rows(1, ("fresh", [("id", "string")]))], {}),
+    # values for existing rows: a literal is given, a computed one is not
+    ([_alter(0, "ALTER TABLE orders ADD COLUMN flag INT NOT NULL DEFAULT 3")], {}),
+    ([_alter(0, "ALTER TABLE orders ADD COLUMN at DATETIME DEFAULT CURRENT_TIMESTAMP")],
+     {"shop.orders": "ADD COLUMN at gives the existing rows a value the leader computed"}),
+])
+def test_a_lake_copies_again_the_tables_whose_changes_it_cannot_take_exactly(segments, copied):
+    found = tables_to_copy(_batch(*segments), lambda db, t: LAKE.get((db, t)))
+    assert {name: why.split(", which")[0] for name, why in found.items()} == copied
+
+
+@pytest.mark.parametrize(("delta_rs", "spark"), [
+    ("integer", "INT"), ("long", "BIGINT"), ("short", "SMALLINT"), ("byte", "TINYINT"), ("decimal(20,0)", "DECIMAL(20,0)"),
+    ("timestamp_ntz", "TIMESTAMP_NTZ"), ("string", "STRING"), ("binary", "BINARY")])
+def test_delta_rs_type_names_as_spark_spells_them(delta_rs, spark):
+    assert spark_type(delta_rs) == spark
