@@ -56,6 +56,8 @@ class PipelineFigures:
     last_applied_time: dt.datetime | None
     history: tuple[BatchRecord, ...]
     verification: VerificationResult | None
+    # each table's Delta version at the checkpoint (a lake's consistent cut); None for a MySQL follower
+    table_versions: dict[str, int] | None = None
 
     @property
     def last_batch(self) -> BatchRecord | None:
@@ -73,6 +75,7 @@ class PipelineFigures:
             "last_applied_time": _iso(self.last_applied_time),
             "last_batch": last.to_json() if last else None,
             "verification": self.verification.to_json() if self.verification else None,
+            "table_versions": self.table_versions,
         }
 
 
@@ -107,4 +110,4 @@ def pipeline_figures(name: str, leader: MySQLSettings, state: StateStore, histor
     behind = bytes_behind(checkpoint.position, position, files) if comparable else None
     caught_up = behind == 0 and not heartbeat
     return PipelineFigures(name, checkpoint, position, behind, seconds_behind(applied, caught_up, now), applied,
-                           records, verification)
+                           records, verification, state.table_versions(name))

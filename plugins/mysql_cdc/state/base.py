@@ -92,3 +92,8 @@ class StateStore(ABC):
     @abstractmethod
     def latest_verification(self, pipeline: str) -> VerificationResult | None:
         """The last verification's result, if any ran."""
+
+    def table_versions(self, pipeline: str) -> dict[str, int] | None:
+        """Each table's version at the checkpoint, for a follower whose tables have versions (a
+        Delta Lake's consistent cut); None for one whose tables do not."""
+        return None

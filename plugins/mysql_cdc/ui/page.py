@@ -124,6 +124,20 @@ def _verification(name: str, result: VerificationResult | None) -> str:
             f"{result.rechecked} rechecked after a merge ({verify_dag})</p>{detail}")
 
 
+def _lake_tables(view: PipelineView) -> str:
+    """A lake's tables at the consistent cut: each with the Delta version readers time-travel to."""
+    versions = view.figures.table_versions
+    if versions is None:
+        return ""
+    location = escape(view.config.follower.location if view.config.follower else "")
+    rows = "".join(f'<tr class="lake-table"><td>{escape(name)}</td><td class="num">{version}</td>'
+                   f"<td><code>{location}/{escape(name.replace('.', '/', 1))}</code> VERSION AS OF {version}</td></tr>"
+                   for name, version in versions.items())
+    return ("<h3>Lake tables at the consistent cut</h3>"
+            + (f'<table class="lake-tables"><tr><th>table</th><th>Delta version</th><th>read it as of the cut</th></tr>'
+               f"{rows}</table>" if rows else "<p>No table in the lake yet.</p>"))
+
+
 def _resnapshot_form(name: str, suggested: Sequence[str]) -> str:
     value = escape(", ".join(suggested))
     return (f'<form class="resnapshot" method="post" action="pipelines/{quote(name)}/resnapshot">'
@@ -195,7 +209,7 @@ def pipeline_section(view: PipelineView) -> str:
     suggested = f.verification.drifted_tables if f.verification else []
     return (head + f'<div class="figures">{figures}</div>'
             f"<h3>Lag over time (leader commit → applied on the follower)</h3>{lag_chart(latency_points(f.history))}"
-            f"<h3>Last batches</h3>{_history_table(name, f.history)}"
+            f"<h3>Last batches</h3>{_history_table(name, f.history)}{_lake_tables(view)}"
             f"<h3>Verification</h3>{_verification(name, f.verification)}"
             f"<h3>Repair</h3>{_resnapshot_form(name, suggested)}"
             f"<h3>Replay</h3>{_replay_form(name, str(f.checkpoint.position) if f.checkpoint else None, str(f.leader_position))}"

@@ -61,6 +61,7 @@ def test_snapshot_then_stream_into_delta_through_dag_runs(dag_runner, lake_dag, 
     view = read_pipeline(config).to_json()
     assert view["error"] is None and view["checkpoint_position"] == str(lake.checkpoint().position)
     assert [b["kind"] for b in [view["last_batch"]]] == ["stream"] and view["last_batch"]["status"] == "merged"
+    assert view["table_versions"] == lake.cut().versions and set(view["table_versions"]) == {f"{db}.t", f"{db}.pet"}
 
 
 def test_verify_dag_compares_the_lake_and_its_resnapshot_repairs_drift(dag_runner, lake_dag, leader):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 from mysql_cdc.contracts import BinlogPosition, Checkpoint
 from mysql_cdc.contracts.history import BatchRecord, FailedTry
 from mysql_cdc.monitor.lag import PipelineFigures
-from mysql_cdc.pipeline_config import PipelineConfig
+from mysql_cdc.pipeline_config import FollowerConfig, PipelineConfig
 from mysql_cdc.ui.data import PipelineView
 from mysql_cdc.ui.page import lag_chart, latency_points, render_page
 
@@ -83,3 +84,16 @@ def test_a_broken_pipelines_file_is_answered_with_its_own_message(monkeypatch, t
         ui.app.dependency_overrides.clear()
     assert response.status_code == 500
     assert "pipelines[0] (shop): unknown field(s) ['shedule']" in response.json()["detail"]
+
+
+def test_a_lake_pipeline_shows_its_tables_at_the_consistent_cut(tmp_path):
+    lake = PipelineConfig("lake", "mysql_leader", "file:///b", follower=FollowerConfig("delta", "s3://lake/mysql"))
+    figures = PipelineFigures(
+        name="lake", checkpoint=None, leader_position=BinlogPosition.parse("binlog.000001:900"), bytes_behind=None,
+        seconds_behind=None, last_applied_time=None, history=(), verification=None,
+        table_versions={"shop.orders": 7, "shop.pet": 2})
+    html = render_page([PipelineView(lake, figures)])
+    assert '<tr class="lake-table"><td>shop.orders</td><td class="num">7</td>' in html
+    assert "<code>s3://lake/mysql/shop/pet</code> VERSION AS OF 2" in html
+    assert "lake-table" not in render_page([PipelineView(CONFIG, replace(figures, table_versions=None))])
+    assert figures.to_json()["table_versions"] == {"shop.orders": 7, "shop.pet": 2}

@@ -55,6 +55,10 @@ class DeltaStateStore(StateStore):
         row = self.state(pipeline)
         return row.checkpoint if row is not None else None
 
+    def table_versions(self, pipeline: str) -> dict[str, int] | None:
+        row = self.state(pipeline)
+        return dict(sorted(row.versions.items())) if row is not None else None
+
     def table_positions(self, pipeline: str) -> TablePositions:
         row = self.state(pipeline)
         return row.positions if row is not None else TablePositions()
