@@ -209,9 +209,14 @@ def test_ddl_follows_the_leader_in_binlog_order(lake_pipeline, spark):
         "TRUNCATE TABLE c", "INSERT INTO c VALUES (3)",
         "RENAME TABLE d TO d2", "INSERT INTO d2 VALUES (8)",
         "CREATE TABLE e (id INT PRIMARY KEY)", "INSERT INTO e VALUES (5)", "DROP TABLE e",
+        # tables created and left empty are in the lake (and the cut) from their CREATE on
+        "CREATE TABLE empty (id INT PRIMARY KEY, `price, net` DECIMAL(5,2) UNSIGNED DEFAULT '1.00', KEY (`price, net`))",
+        "CREATE TABLE e (id BIGINT UNSIGNED PRIMARY KEY, w ENUM('a,b', 'c') NULL, at DATETIME(6))",  # after its DROP
     ])
     run_merge(spark, pipeline.manifest_uri(ddl), pipeline.secrets)
     assert_lake_equals_leader(pipeline)
+    assert {"empty", "e"} <= {name.split(".")[1] for name in pipeline.cut().versions}
+    assert [f.name for f in pipeline.cut().tables[f"{db}.e"].schema().fields] == ["id", "w", "at"]
 
 
 def test_snapshot_and_resnapshot_replace_tables_in_one_commit(lake_pipeline, spark):

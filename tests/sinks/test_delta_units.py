@@ -6,7 +6,7 @@ a lake copies again instead of merging."""
 import pytest
 
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, ColumnSpec, DdlSegment, DdlTarget, RowSegment, TableChanges
-from mysql_cdc.sinks.delta.ddl import added_columns, column_drops, column_renames, ddl_delta_type
+from mysql_cdc.sinks.delta.ddl import added_columns, column_drops, column_renames, created_columns, ddl_delta_type
 from mysql_cdc.sinks.delta.ddl import _existing_value as existing_value
 from mysql_cdc.sinks.delta.recopy import spark_type, tables_to_copy
 from mysql_cdc.sinks.delta.tables import delta_type
@@ -129,3 +129,18 @@ def test_a_lake_copies_again_the_tables_whose_changes_it_cannot_take_exactly(seg
     ("timestamp_ntz", "TIMESTAMP_NTZ"), ("string", "STRING"), ("binary", "BINARY")])
 def test_delta_rs_type_names_as_spark_spells_them(delta_rs, spark):
     assert spark_type(delta_rs) == spark
+
+
+@pytest.mark.parametrize(("statement", "columns"), [
+    ("CREATE TABLE IF NOT EXISTS `shop`.`t` (id INT UNSIGNED NOT NULL AUTO_INCREMENT, `a, b` DECIMAL(65,30), "
+     "e ENUM('x,y','z') DEFAULT 'z', PRIMARY KEY (id), KEY k (e)) ENGINE=InnoDB",
+     [("id", "BIGINT"), ("a, b", "STRING"), ("e", "STRING")]),
+    ("CREATE TABLE t (d DATETIME(6), tm TIME, y YEAR, bits BIT(3), CONSTRAINT c CHECK (y > 2000))",
+     [("d", "TIMESTAMP_NTZ"), ("tm", "BIGINT"), ("y", "SMALLINT"), ("bits", "BINARY")]),
+    ("CREATE TABLE t LIKE u", None),  # the rows (or a copy) bring its columns
+    ("CREATE TABLE t (id INT) SELECT * FROM u", None),
+    ("CREATE TABLE t (a INT, b INT AS (a + 1))", None),  # generated: the rows say whether it is carried
+    ("CREATE TABLE t (g GEOMETRY)", None),
+])
+def test_the_columns_a_create_table_defines(statement, columns):
+    assert created_columns(statement) == columns

@@ -239,13 +239,75 @@ def _rename_tables(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, i
 
 
 def _nothing(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, int]) -> None:
-    """Nothing to do now: a table is created with its first rows (or its copy), in their shape;
-    a database is a path prefix."""
+    """Nothing to do: a database is a path prefix."""
+
+
+_CREATE_HEAD = re.compile(rf"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?{_IDENT}(?:\.{_IDENT})?\s*\(",
+                          re.I)
+_COLUMN_HEAD = re.compile(rf"^\s*{_IDENT}\s+([A-Za-z]+)\s*(?:\(([^)]*)\))?(.*)$", re.I | re.S)
+_NOT_COLUMN_DEFS = re.compile(r"^\s*(?:PRIMARY|INDEX|KEY|UNIQUE|CONSTRAINT|FOREIGN|FULLTEXT|SPATIAL|CHECK|PERIOD)\b",
+                              re.I)
+_GENERATED = re.compile(r"\b(?:GENERATED\s+ALWAYS|AS\s*\()", re.I)
+
+
+def created_columns(statement: str) -> list[tuple[str, str]] | None:
+    """(name, Delta type) of each column a ``CREATE TABLE name (...)`` defines, or None when the
+    statement says less than the rows will (``LIKE``, ``AS SELECT``, a generated column, a type
+    without a Delta type here): such a table is created with its first rows (or its copy)."""
+    head = _CREATE_HEAD.match(statement)
+    if not head:
+        return None
+    body, depth = statement[head.end():], 1
+    for end, ch in enumerate(body):  # the definitions end at the parenthesis that closes the list
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            break
+    else:
+        return None
+    if re.search(r"\bSELECT\b", body[end + 1:], re.I):
+        return None  # CREATE TABLE ... SELECT: columns of the query too
+    columns = []
+    for definition in _clauses("ALTER TABLE x " + body[:end]):
+        if _NOT_COLUMN_DEFS.match(definition):
+            continue
+        match = _COLUMN_HEAD.match(definition)
+        if not match or _GENERATED.search(match.group(5) or ""):
+            return None
+        rest = match.group(5) or ""
+        column = AddedColumn(_name(match, 1), match.group(3).lower(), (match.group(4) or "").replace(" ", ""),
+                             bool(re.search(r"\bUNSIGNED\b", rest, re.I)), False, None)
+        delta_type = ddl_delta_type(column)
+        if delta_type is None:
+            return None
+        columns.append((column.name, delta_type))
+    return columns or None
+
+
+def _create_table(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, int]) -> None:
+    """The table, empty, in the cut from its CREATE on (a table the leader creates and leaves
+    empty is in the lake too). A table of that name the lake still holds (dropped earlier: emptied,
+    kept for time travel) gets the new columns in one commit."""
+    columns = created_columns(segment.statement)
+    if columns is None:
+        return
+    target = segment.targets[0]
+    ref = sink.ref(target.database, target.table)
+    definition = ", ".join(f"{quote(name)} {delta_type}" for name, delta_type in columns)
+    spark = sink.spark()
+    replacing = re.match(r"^\s*CREATE\s+OR\s+REPLACE\b", segment.statement, re.I)
+    if not table_exists(spark, ref):
+        create_table(spark, ref, definition)
+    elif ref.name not in versions or replacing:
+        # (a retry finds the commit made: Delta skips it under the session's transaction ids)
+        overwrite(spark, ref, spark.createDataFrame([], definition))
+    else:
+        return  # CREATE TABLE IF NOT EXISTS of a table in the cut
+    versions[ref.name] = sink.version(target.database, target.table)
 
 
 # DdlSegment.action -> how it is replayed on Delta; an action missing here stops the merge
 ACTIONS: dict[str, Callable[["DeltaSink", DdlSegment, dict[str, int]], None]] = {
-    "create_table": _nothing,
+    "create_table": _create_table,
     "create_database": _nothing,
     "alter_database": _nothing,
     "drop_table": _each_table(_drop_table),
