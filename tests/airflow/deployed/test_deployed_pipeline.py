@@ -3,7 +3,8 @@ api-server as separate processes (scripts/airflow_deployment.py), a pipeline eve
 pipelines file's defaults (a snapshot first, copied by 2 worker processes), a writer committing on
 the leader, and the deployment's faults: the triggerer killed while a sensor waits in it, a task
 process killed during a merge, the scheduler killed during a merge. After each, the follower
-equals the leader once the next run has applied the leader's last position.
+equals the leader once the next run has applied the leader's last position. Beside it, a pipeline
+into a Delta Lake on S3, run by hand through the API: a copy, then changes.
 
 Its own MariaDB leader and follower and its own SQLite metadata database: the scheduled runs of
 this module never touch the other tests' servers. It costs about 6½ minutes of the suite (most of it
@@ -22,19 +23,26 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
 import yaml
 
 from airflow_deployment import AirflowDeployment
+from lake_helpers import assert_lake_equals_leader
 from local_services import MariaDBServer
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.state.mysql.checkpoint import read_checkpoint
 from mysql_cdc.state.mysql.history import read_failed_tries, read_history
 from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.state.delta.cut import read_cut
+from mysql_cdc.state.delta.location import LakeLocation
+from mysql_cdc.storage import StorageSpec
 
 PIPELINE, DB = "deployed_cdc", "shop"
+LAKE_PIPELINE = "deployed_lake"  # the same leader into a Delta Lake on S3, triggered by hand
 TERMINAL = {"success", "failed"}
 
 
@@ -100,6 +108,7 @@ class Deployed:
     follower: MariaDBServer
     leader_settings: MySQLSettings
     follower_settings: MySQLSettings
+    lake: tuple[str, dict]  # the lake pipeline's location and its S3 options
 
     def leader_position(self):
         with Leader(self.leader_settings) as server:
@@ -112,8 +121,8 @@ class Deployed:
         finally:
             conn.close()
 
-    def runs(self) -> list[dict]:
-        return self.airflow.dag_runs(PIPELINE)
+    def runs(self, dag_id: str = PIPELINE) -> list[dict]:
+        return self.airflow.dag_runs(dag_id)
 
     def caught_up(self, timeout: float = 300) -> None:
         """Wait until a run has applied the leader's position of now (the leader idle), then
@@ -134,9 +143,9 @@ class Deployed:
             return None
         return self.airflow.wait(find, timeout, f"{task_id} running in a scheduled run", every=1)
 
-    def run_state(self, run_id: str, timeout: float = 400) -> str:
+    def run_state(self, run_id: str, timeout: float = 400, dag_id: str = PIPELINE) -> str:
         def done():
-            run = next(r for r in self.runs() if r["dag_run_id"] == run_id)
+            run = next(r for r in self.runs(dag_id) if r["dag_run_id"] == run_id)
             return run["state"] if run["state"] in TERMINAL else None
         return self.airflow.wait(done, timeout, f"run {run_id} to finish", every=3)
 
@@ -176,6 +185,12 @@ def deployed(services_dir, tmp_path_factory, s3_endpoint):
             "leader_conn_id": "deployed_leader", "follower_conn_id": "deployed_follower",
             "storage_uri": f"s3://{s3_endpoint.bucket}/deployed", "aws_conn_id": "deployed_s3",
             "spark_conn_id": "deployed_spark", "wait_timeout": 40, "retry_delay": 5,
+        }, {
+            "name": LAKE_PIPELINE, "schedule": None, "leader_conn_id": "deployed_leader",
+            "follower": {"kind": "delta", "location": f"s3://{s3_endpoint.bucket}/deployed-lake", "changelog": True},
+            "storage_uri": f"s3://{s3_endpoint.bucket}/deployed", "aws_conn_id": "deployed_s3",
+            "spark_conn_id": "deployed_spark", "include": [f"{DB}.*"], "wait_timeout": 10, "retry_delay": 5,
+            "verify": {"schedule": None}, "maintenance": {"schedule": None},
         }]}))
         airflow = AirflowDeployment(home, env={
             "CDC_PIPELINES_FILE": str(pipelines),
@@ -186,7 +201,10 @@ def deployed(services_dir, tmp_path_factory, s3_endpoint):
             "AIRFLOW_CONN_DEPLOYED_SPARK": conn("spark", host="local[2]"),
         })
         airflow.start()
-        yield Deployed(airflow, leader, follower, MySQLSettings(**leader_user), MySQLSettings(**follower_user))
+        lake = {"endpoint_url": s3_endpoint.url, "region_name": "us-east-1", "aws_access_key_id": s3_endpoint.access_key,
+                "aws_secret_access_key": s3_endpoint.secret_key}
+        yield Deployed(airflow, leader, follower, MySQLSettings(**leader_user), MySQLSettings(**follower_user),
+                       (f"s3://{s3_endpoint.bucket}/deployed-lake", lake))
     finally:
         left = []
         if airflow is not None:
@@ -286,6 +304,34 @@ def test_the_scheduler_killed_during_a_merge_and_started_again(deployed):
     airflow.start_component("scheduler")
     assert deployed.run_state(found["run"]["dag_run_id"]) == "success"
     deployed.caught_up()
+
+
+def test_a_lake_pipeline_snapshots_then_streams_under_the_scheduler(deployed):
+    """The lake pipeline's manual runs as the deployment runs them (the triggerer's sensor reading
+    the lake's state with delta-rs, the snapshot's worker processes, the merge's spark-submit with
+    the Delta jars from the task runner): a copy, then the changes, the lake equal to the leader at
+    its consistent cut after each."""
+    airflow = deployed.airflow
+    location, s3 = deployed.lake
+    lake = SimpleNamespace(leader=deployed.leader, database=DB, cut=lambda: read_cut(location, LAKE_PIPELINE, s3))
+    for changes in ([], [f"INSERT INTO {DB}.events VALUES (11, 'lake')", f"UPDATE {DB}.orders SET amount = 0 WHERE id < 9",
+                         f"DELETE FROM {DB}.accounts WHERE id = 1"]):
+        deployed.leader.run_sql(changes)
+        target = deployed.leader_position()
+        run = airflow.api(f"/dags/{LAKE_PIPELINE}/dagRuns", "POST", {"logical_date": None})
+        assert deployed.run_state(run["dag_run_id"], dag_id=LAKE_PIPELINE) == "success", run
+        assert lake.cut().position >= target
+        assert_lake_equals_leader(lake)
+    logged = {(r["_op"], r["kind"], r["note"]) for r in changelog_rows(location, s3, "events")}
+    assert logged == {("I", 11, "lake")}  # the copy is no change; the insert after it is
+
+
+def changelog_rows(location: str, s3: dict, table: str) -> list[dict]:
+    from deltalake import DeltaTable, QueryBuilder
+
+    lake = LakeLocation(StorageSpec(location, s3))
+    delta = DeltaTable(lake.changelog_uri(LAKE_PIPELINE, DB, table), storage_options=lake.storage_options())
+    return pa.table(QueryBuilder().register("t", delta).execute("SELECT * FROM t").read_all()).to_pylist()
 
 
 def test_no_warning_of_ours_in_a_task_log(deployed):
