@@ -8,7 +8,8 @@ begun), ``before_commit`` (follower transaction done but not committed), ``after
 the checkpoint still carries its pending marker), ``before_swap`` (a snapshot's shadow table
 loaded, the table's position marked swapping), ``after_swap`` (the shadow renamed into the
 table's place, the table's position not yet done), ``between_batches`` (a run's copy applied,
-its catch-up not begun). A Delta Lake follower's points: ``between_tables`` (one table of a
+its catch-up not begun), ``in_executor`` (an executor's Python worker reading the batch's
+files: the executor dies, Spark's task fails and the job with it). A Delta Lake follower's points: ``between_tables`` (one table of a
 segment committed, the next not), ``before_checkpoint`` (every table committed, the checkpoint
 not). Snapshot copy points: ``copy_planned`` (the
 plan written, no chunk copied), ``copy_after_chunk`` (one chunk's record written),
@@ -23,7 +24,7 @@ import sys
 
 CRASH_ENV = "MYSQL_CDC_CRASH_AT"
 CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "before_swap", "after_swap", "between_batches",
-                "between_tables", "before_checkpoint", "copy_planned",
+                "in_executor", "between_tables", "before_checkpoint", "copy_planned",
                 "copy_after_chunk", "copy_before_manifest")
 
 

@@ -268,7 +268,7 @@ def test_random_workload_into_delta(lake_pipeline, spark):
         conn.close()
 
 
-@pytest.mark.parametrize("crash_at", ["after_staging", "between_tables", "before_checkpoint"])
+@pytest.mark.parametrize("crash_at", ["in_executor", "after_staging", "between_tables", "before_checkpoint"])
 def test_a_crash_at_each_step_then_the_retry_leaves_every_table_equal(lake_pipeline, spark, tmp_path, crash_at):
     """A transaction across two tables, the merge job killed at each step of its segment (the
     suite's fault injection: os._exit, no cleanup). Until the retry, the consistent cut is the

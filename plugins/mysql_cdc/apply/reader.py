@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..contracts import TableChanges
+from ..faults import crash_point
 from ..contracts import change_row as cr
 from ..storage import StorageSpec
 
@@ -99,6 +100,7 @@ def read_units(storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
                units: list[tuple[str, int, int]], indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body over ``spark.range``: the change rows of the read units whose indexes
     arrive, as record batches."""
+    crash_point("in_executor")
     store = None
     for index_batch in indexes:
         for index in index_batch.column(0).to_pylist():

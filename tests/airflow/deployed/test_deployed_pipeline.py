@@ -7,7 +7,7 @@ equals the leader once the next run has applied the leader's last position. Besi
 into a Delta Lake on S3, run by hand through the API: a copy, then changes.
 
 Its own MariaDB leader and follower and its own SQLite metadata database: the scheduled runs of
-this module never touch the other tests' servers. It costs about 6½ minutes of the suite (most of it
+this module never touch the other tests' servers. It costs about 9 minutes of the suite (most of it
 waiting for the minute schedule); `make test` runs it.
 """
 
