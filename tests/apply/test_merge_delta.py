@@ -321,7 +321,7 @@ def test_maintenance_compacts_and_vacuums_and_never_breaks_the_cut(lake_pipeline
     import json
     import re
 
-    pipeline = lake_pipeline()
+    pipeline = lake_pipeline(changelog=("*.u",))
     db = pipeline.database
     schema = pipeline.capture([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)",
                                f"CREATE TABLE {db}.u (id INT PRIMARY KEY)"])
@@ -340,6 +340,10 @@ def test_maintenance_compacts_and_vacuums_and_never_breaks_the_cut(lake_pipeline
     assert summary[f"{db}.u"]["vacuumed"] and summary[f"{db}.u"]["files_after"] < summary[f"{db}.u"]["files_before"]
     assert not summary[f"{db}.t"]["vacuumed"] and "past the cut" in summary[f"{db}.t"]["why_not"]
     assert f"_mysql_cdc.{pipeline.name}.checkpoint" in summary
+    logged = summary[f"changelog of {db}.u"]  # u's changelog: one file per merge, compacted
+    assert logged["vacuumed"] and logged["files_after"] < logged["files_before"]
+    assert f"changelog of {db}.t" not in summary
+    assert [r["id"] for r in changelog(pipeline, "u")] == [0, 1, 2]
 
     retried = lake_submit(pipeline, pending, tmp_path / "retry")
     assert retried.returncode == 0, job_output(retried)[-4000:]

@@ -1,5 +1,6 @@
 """Small files and old files of a Delta Lake follower: ``OPTIMIZE`` (compaction) and ``VACUUM`` of
-every table of the pipeline's consistent cut, and of the pipeline's state tables.
+every table of the pipeline's consistent cut, of their changelog tables and of the pipeline's state
+tables.
 
 Every MERGE adds small files (and deletion vectors); compaction rewrites them into few large ones in
 a commit that changes no row (readers at any version see the same rows). ``VACUUM`` deletes files
@@ -57,11 +58,16 @@ def maintain_lake(spark: SparkSession, location: LakeLocation, pipeline: str, re
         ahead = latest_version(database, table) > version
         done.append(_maintain(spark, ref, retain_hours,
                               f"a commit past the cut's version {version} awaits its state row" if ahead else ""))
-    for name in (CHECKPOINT, HISTORY, FAILED_TRIES, VERIFICATION):
-        ref = DeltaTableRef(f"_mysql_cdc.{pipeline}.{name}", location.spark_path(location.state_uri(pipeline, name)))
+    # The state tables, and the changelog tables of the cut's tables (append-only: any version of
+    # them reads the same rows up to the cut's position, so they are vacuumed like the state).
+    others = [DeltaTableRef(f"_mysql_cdc.{pipeline}.{name}", location.spark_path(location.state_uri(pipeline, name)))
+              for name in (CHECKPOINT, HISTORY, FAILED_TRIES, VERIFICATION)]
+    others += [DeltaTableRef(f"changelog of {name}", location.spark_path(location.changelog_uri(pipeline, *name.split(".", 1))))
+               for name in sorted(state.versions)]
+    for ref in others:
         try:
             done.append(_maintain(spark, ref, retain_hours, ""))
-        except Exception as exc:  # noqa: BLE001 - a record table not written yet
+        except Exception as exc:  # noqa: BLE001 - a record table not written yet, a table without a changelog
             if "DELTA_MISSING_DELTA_TABLE" not in str(exc) and "is not a Delta table" not in str(exc):
                 raise
     return done
