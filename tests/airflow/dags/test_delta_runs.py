@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from decimal import Decimal
 import re
 import uuid
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lake_helpers import LakePipeline, assert_lake_equals_leader
+from lake_helpers import LakePipeline, assert_lake_equals_leader, changelog
 from merge_helpers import Pipeline
 from mysql_cdc.pipeline_config import load_pipelines
 from mysql_cdc.settings import MySQLSettings
@@ -32,7 +33,7 @@ def lake_dag(leader, leader_user, follower, follower_user, tmp_path, airflow_con
     lake = StorageSpec(f"file://{tmp_path / 'lake'}")
     Path(os.environ["CDC_PIPELINES_FILE"]).write_text(yaml.safe_dump({"pipelines": [{
         "name": name, "schedule": None, "leader_conn_id": "mysql_leader",
-        "follower": {"kind": "delta", "location": lake.uri},
+        "follower": {"kind": "delta", "location": lake.uri, "changelog": True},
         "storage_uri": f"file://{tmp_path / 'batches'}", "include": [f"{db}.*"], "start_position": "snapshot",
         "wait_timeout": 3, "poke_interval": 1, "retries": 1, "retry_delay": 1,
         "verify": {"schedule": None, "chunk_rows": 1, "rechecks": 0}}]}))
@@ -93,8 +94,9 @@ def test_changes_delta_cannot_take_exactly_copy_the_table_again_within_the_run(d
     name, lake = lake_dag
     db = lake.database
     assert dag_runner.run(name).tasks["merge_batch"] == SUCCESS
-    leader.run_sql([f"USE {db}", "ALTER TABLE t ADD COLUMN n INT DEFAULT 5", "UPDATE t SET n = 6 WHERE id = 2",
-                    "ALTER TABLE t MODIFY n DECIMAL(5,1)", "UPDATE t SET n = 7.5 WHERE id = 1",
+    leader.run_sql([f"USE {db}", "ALTER TABLE t ADD COLUMN n INT DEFAULT 5", "UPDATE t SET n = 6 WHERE id = 2"])
+    assert dag_runner.run(name).tasks["merge_batch"] == SUCCESS  # merged: an INT column, in the changelog too
+    leader.run_sql([f"USE {db}", "ALTER TABLE t MODIFY n DECIMAL(5,1)", "UPDATE t SET n = 7.5 WHERE id = 1",
                     "ALTER TABLE pet ADD COLUMN added DATETIME(6) DEFAULT CURRENT_TIMESTAMP(6)",
                     "INSERT INTO pet (name, species) VALUES ('Rex', 'dog')"])
 
@@ -109,3 +111,8 @@ def test_changes_delta_cannot_take_exactly_copy_the_table_again_within_the_run(d
     widened = dag_runner.run(name)
     assert widened.tasks["merge_batch"] == SUCCESS and "copying it again" not in widened.log, widened.log_file
     assert_lake_equals_leader(lake)
+    # t's changelog: the INT values of n kept as n__int, the DECIMAL ones in n; id widened to BIGINT
+    logged = changelog(lake, "t")
+    assert [(r["_op"], r["id"], r.get("n__int"), r["n"]) for r in logged] == [
+        ("U", 2, 6, None), ("U", 2, None, Decimal("8.5"))]
+    assert logged[0]["_before"]["n__int"] == 5 and logged[1]["_before"]["n"] == Decimal("6.0")

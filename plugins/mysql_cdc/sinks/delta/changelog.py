@@ -16,11 +16,11 @@ row is one change as the binlog carried it, in the table's Delta types (``tables
 
 The append is committed with the table's MERGE, under the same idempotent transaction ids, so a
 retry never writes a change twice. A reader who wants the changelog at the consistent cut keeps
-the rows whose position is at or before the cut's (``_binlog_seq``, ``_binlog_pos`` against
+the rows whose position is before the cut's (``_binlog_seq``, ``_binlog_pos`` against
 ``cut.position``): rows of a batch whose tables are not all committed yet are beyond it.
 
 A copy (snapshot, resnapshot) is not a change and is not in the changelog. The changelog follows
-the leader's new columns (NULL in earlier rows) and exact type widenings (``follow``).
+the leader's new columns (NULL in earlier rows) and type changes (``follow``).
 """
 
 from __future__ import annotations
@@ -65,23 +65,47 @@ def changelog_rows(changes: DataFrame, columns: Sequence[ColumnSpec]) -> DataFra
 
 
 def follow(spark: SparkSession, table: DeltaTableRef, schema: StructType) -> None:
-    """The changelog table ready for rows of ``schema``: created with the lake's table properties,
-    or, when a column's type was widened on the leader (exactly: ``tables.widens``), rewritten
-    with the wider type in one commit, its values unchanged. New columns need nothing here (the
-    append merges them in); a type that does not widen exactly raises ``FollowerSchemaError``."""
-    existing = existing_columns(spark, table)
-    if existing is None:
+    """The changelog table ready for rows of ``schema``: created with the lake's table properties
+    on first use. New columns need nothing here (the append merges them in). A column whose type
+    the leader changed keeps its earlier rows' values exactly: widened in one rewrite where the
+    new type holds them all (``tables.widens``: INT to BIGINT, ...), else renamed ``<name>__<old
+    type>`` in place (column mapping: no file rewritten), so the append brings the column back in
+    its new type and the old values stay beside it. Each step is idempotent by the schema it leaves."""
+    if existing_columns(spark, table) is None:
         create_table(spark, table, schema.toDDL())
         return
+    current = spark.read.format("delta").load(table.path).schema
+    renames = list(_retyped(current, schema, ""))
+    for path, new_name in renames:
+        spark.sql(f"ALTER TABLE {table.sql} RENAME COLUMN {path} TO {quote(new_name)}")
     rows = spark.read.format("delta").load(table.path)
     have = {f.name.lower(): f for f in rows.schema.fields}
     wanted = {f.name.lower(): f for f in schema.fields}
     changed = {name for name, f in wanted.items() if name in have and have[name].dataType != f.dataType}
-    if not changed:
-        return
-    columns = [_widened(F.col(quote(have[name].name)), have[name], wanted[name], table) if name in changed
-               else F.col(quote(f.name)) for name, f in have.items()]
-    overwrite(spark, table, rows.select(*columns))
+    if changed:
+        overwrite(spark, table, rows.select(*[
+            _widened(F.col(quote(have[name].name)), have[name], wanted[name], table) if name in changed
+            else F.col(quote(f.name)) for name, f in have.items()]))
+
+
+def _retyped(have: StructType, want: StructType, prefix: str):
+    """(column path, new name) of each column (nested in the before-image too) whose type changed
+    to one that does not hold its old values exactly."""
+    names = {f.name.lower() for f in have.fields}
+    wanted = {f.name.lower(): f for f in want.fields}
+    for field in have.fields:
+        new = wanted.get(field.name.lower())
+        if new is None or new.dataType == field.dataType:
+            continue
+        path = prefix + quote(field.name)
+        if isinstance(field.dataType, StructType) and isinstance(new.dataType, StructType):
+            yield from _retyped(field.dataType, new.dataType, path + ".")
+        elif not widens(field.dataType.simpleString(), new.dataType.simpleString()):
+            kept = f"{field.name}__{field.dataType.simpleString()}"
+            while kept.lower() in names:  # changed away from this type before: a name of its own
+                kept += "_"
+            names.add(kept.lower())
+            yield path, kept
 
 
 def _widened(value: F.Column, have: StructField, want: StructField, table: DeltaTableRef) -> F.Column:
@@ -95,11 +119,9 @@ def _widened(value: F.Column, have: StructField, want: StructField, table: Delta
             for f in have.dataType.fields])
         return F.when(value.isNotNull(), fields).alias(have.name)  # an insert's or delete's stays NULL
     old, new = have.dataType.simpleString(), want.dataType.simpleString()
-    if not widens(old, new):
-        raise FollowerSchemaError(
-            f"the changelog of {table.name} ({table.path}) holds {have.name} as {old}, and the leader's is now {new}, "
-            "which its earlier rows cannot take exactly; move that changelog table elsewhere to keep it (the next "
-            "merge starts a new one)")
+    if not widens(old, new):  # _retyped renamed every such column first
+        raise FollowerSchemaError(f"the changelog of {table.name} ({table.path}): {have.name} is {old}, the rows "
+                                  f"bring {new}, which its earlier rows cannot take exactly")
     return value.cast(want.dataType).alias(have.name)
 
 
