@@ -193,6 +193,14 @@ def _existing_value(column: AddedColumn, delta_type: str) -> str | None:
     return ""  # an implicit value we do not reproduce (a zero date, the first ENUM member)
 
 
+def leader_computed(column: AddedColumn) -> bool:
+    """Whether the value an added column gives the existing rows is one the statement does not
+    carry (an expression the leader evaluated, an implicit value, a type without a Delta type
+    here): the lake cannot add such a column in place, the table must be copied again."""
+    delta_type = ddl_delta_type(column)
+    return delta_type is None or _existing_value(column, delta_type) == ""
+
+
 def _add_columns(sink: "DeltaSink", ref, columns: list[AddedColumn]) -> None:
     """Add the columns now, with the values the leader gave every existing row (its rows events
     only carry the rows changed later), the values in ONE UPDATE: the session's transaction ids
@@ -204,13 +212,13 @@ def _add_columns(sink: "DeltaSink", ref, columns: list[AddedColumn]) -> None:
 
     values = {}
     for column in columns:
-        delta_type = ddl_delta_type(column)
-        value = _existing_value(column, delta_type) if delta_type else ""
-        if delta_type is None or value == "":
+        if leader_computed(column):
             raise FollowerSchemaError(
                 f"{ref.name}: ADD COLUMN {column.name} ({column.mysql_type}) gives the existing rows a value this "
                 f"follower cannot reproduce from the statement; copy the table again: trigger the pipeline with conf "
                 f'{{"resnapshot": ["{ref.name}"]}}')
+        delta_type = ddl_delta_type(column)
+        value = _existing_value(column, delta_type)
         if column.name.lower() not in (existing_columns(spark, ref) or {}):
             spark.sql(f"ALTER TABLE {ref.sql} ADD COLUMNS ({quote(column.name)} {delta_type})")
         if value is not None:

@@ -20,7 +20,7 @@ import re
 from typing import Callable, Optional
 
 from ...contracts import ChangeBatch, DdlSegment, RowSegment
-from .ddl import _existing_value, added_columns, ddl_delta_type
+from .ddl import added_columns, leader_computed
 from .tables import delta_type, widens
 
 # a table's columns in the lake: lower-cased name -> Spark SQL type, None when there is no table
@@ -64,8 +64,7 @@ def _computed_defaults(segment: DdlSegment, lake: LakeColumns, found: dict[str, 
     if name in found or not (known.get((target.database, target.table)) or lake(target.database, target.table)):
         return  # a table the lake does not have yet is created with its rows, in their shape
     for column in added_columns(segment.statement):
-        delta = ddl_delta_type(column)
-        if delta is None or _existing_value(column, delta) == "":
+        if leader_computed(column):
             found[name] = (f"ADD COLUMN {column.name} gives the existing rows a value the leader computed, which the "
                            "statement does not carry")
             return
