@@ -2,14 +2,19 @@
 multi-statement transactions, rollbacks, key changes, schema changes between transactions),
 captured and merged batch after batch: after each batch the follower equals the leader."""
 
+import pytest
+
 from merge_helpers import assert_same_database, snapshot
+from mysql_cdc.apply.netting import DRIVER_NET_ROWS
 from mysql_cdc.spark.merge import run_merge
 from apply_workload import Workload
 
 SEED = 20261122
 
 
-def test_random_workload_batch_after_batch(make_pipeline, leader, follower, spark):
+# its tables are small: by default netted on the driver (apply.netting); 0 nets every one in Spark
+@pytest.mark.parametrize("driver_rows", [DRIVER_NET_ROWS, 0], ids=["driver", "spark"])
+def test_random_workload_batch_after_batch(make_pipeline, leader, follower, spark, driver_rows):
     pipeline = make_pipeline()
     workload = Workload(SEED, pipeline.database)
     conn = leader.connect()
@@ -24,7 +29,7 @@ def test_random_workload_batch_after_batch(make_pipeline, leader, follower, spar
                     totals[key] = totals.get(key, 0) + value
 
             batch = pipeline.capture(run)
-            summary = run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+            summary = run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets, driver_rows)
             assert not summary.noop
             assert_same_database(leader, follower, pipeline.database)
             assert pipeline.checkpoint().position == batch.end

@@ -5,6 +5,7 @@ deletes match rows by every column's value)."""
 import pytest
 
 from merge_helpers import assert_same_database, job_output, spark_submit, table_rows
+from mysql_cdc.apply.netting import DRIVER_NET_ROWS
 from mysql_cdc.spark.merge import run_merge
 
 COLUMNS = """
@@ -57,8 +58,11 @@ FILL_NULLS = (
 )
 
 
-@pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
-def test_every_type_round_trips_through_the_merge(make_pipeline, spark, tmp_path, flavor):
+# the first batch goes through spark-submit (small tables: netted on the driver), the second
+# in-process, netted on the driver (DRIVER_NET_ROWS) or by Spark (0)
+@pytest.mark.parametrize("flavor, driver_rows", [("mariadb", DRIVER_NET_ROWS), ("mariadb", 0), ("mysql", DRIVER_NET_ROWS)],
+                         ids=["mariadb-driver", "mariadb-spark", "mysql-driver"])
+def test_every_type_round_trips_through_the_merge(make_pipeline, spark, tmp_path, flavor, driver_rows):
     pipeline = make_pipeline(flavor=flavor)
     leader, follower, db = pipeline.leader, pipeline.follower, pipeline.database
     inserts = [
@@ -84,6 +88,6 @@ def test_every_type_round_trips_through_the_merge(make_pipeline, spark, tmp_path
         f"UPDATE bag {FILL_NULLS} WHERE ti IS NULL LIMIT 1",
         "DELETE FROM bag WHERE ti = 127",
     ])
-    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets, driver_rows)
     assert_same_database(leader, follower, db)
     assert pipeline.checkpoint().position == second.end

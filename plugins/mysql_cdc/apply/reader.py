@@ -101,17 +101,27 @@ def read_units(storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
     """``mapInArrow`` body over ``spark.range``: the change rows of the read units whose indexes
     arrive, as record batches."""
     crash_point("in_executor")
-    store = None
     for index_batch in indexes:
-        for index in index_batch.column(0).to_pylist():
-            file, part, parts = units[index]
-            store = store or storage.open()  # one client per task, made on first use
-            key = f"{batch_prefix}/{file}"
-            if parts == 1:  # the whole file: one GET is the cheapest way to all of it
-                yield from _read_groups(pq.ParquetFile(io.BytesIO(store.get_bytes(key))), 0, 1, schema, key)
-            else:  # a share of its row groups: read the footer, then only those groups' bytes
-                with store.open_reader(key) as source:
-                    yield from _read_groups(pq.ParquetFile(source), part, parts, schema, key)
+        yield from _read(storage, batch_prefix, schema, [units[i] for i in index_batch.column(0).to_pylist()])
+
+
+def _read(storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
+          units: list[tuple[str, int, int]]) -> Iterator[pa.RecordBatch]:
+    store = None
+    for file, part, parts in units:
+        store = store or storage.open()  # one client per task, made on first use
+        key = f"{batch_prefix}/{file}"
+        if parts == 1:  # the whole file: one GET is the cheapest way to all of it
+            yield from _read_groups(pq.ParquetFile(io.BytesIO(store.get_bytes(key))), 0, 1, schema, key)
+        else:  # a share of its row groups: read the footer, then only those groups' bytes
+            with store.open_reader(key) as source:
+                yield from _read_groups(pq.ParquetFile(source), part, parts, schema, key)
+
+
+def read_table(storage: StorageSpec, batch_prefix: str, schema: pa.Schema, table: TableChanges) -> pa.Table:
+    """All of a table's rows in the batch, read right here (the driver's path for a small table,
+    ``apply.netting``): the same files, checks and schema as the executors' ``read_units``."""
+    return pa.Table.from_batches(list(_read(storage, batch_prefix, schema, read_plan(table, 1))), schema=schema)
 
 
 def _read_groups(parquet: pq.ParquetFile, part: int, parts: int, schema: pa.Schema,

@@ -10,6 +10,7 @@ from ..contracts import ChangeBatch, Checkpoint, DdlSegment, RowSegment, Snapsho
 from ..storage import ObjectStore, StorageSpec
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from ..apply.report import TableReport
@@ -98,6 +99,17 @@ class Sink(ABC):
         its change rows after the follower's position) for the segment's commit, filling the
         report's inserted, updated and deleted counts; called for several tables at once, from
         threads. Returns what ``commit_rows`` takes for the table."""
+
+    # Whether ``stage_net_rows`` takes a small table's net rows netted on the driver
+    # (``apply.netting``), so the merge job runs no Spark job for it.
+    stages_driver_rows = False
+
+    def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: Any, net: "pa.Table",
+                       report: "TableReport") -> Any:
+        """``stage_rows`` for a small table netted on the driver: ``net`` holds the rows
+        ``spark.transforms.net_changes`` would give, as Arrow. Only called when
+        ``stages_driver_rows``."""
+        raise NotImplementedError(f"{type(self).__name__} stages net rows from Spark only")
 
     @abstractmethod
     def commit_rows(self, job: BatchJob, expected: Checkpoint, staged: list, done: Checkpoint) -> dict[str, tuple[int, float]]:

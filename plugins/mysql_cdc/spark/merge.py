@@ -6,7 +6,9 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
 - ``rows``: for each table, executors read its Parquet files (``read.read_changes``), keep the
   rows after the checkpoint and net them (``transforms``); the sink prepares them (tables of a
   segment concurrently), then applies all tables of the segment and moves the checkpoint in one
-  commit.
+  commit. A small table (``apply.netting.DRIVER_NET_ROWS``) is read, netted and prepared right
+  here on the driver when its sink can take it (``Sink.stages_driver_rows``): no Spark job, so a
+  batch touching a thousand tables lightly costs what its rows cost.
 - ``ddl``: replayed by the sink, exactly once.
 - ``snapshot``: one table's copy, its chunks caught up to one position (``transforms``), put in
   the table's place by the sink, which records the table's position.
@@ -27,6 +29,8 @@ from typing import Callable, Union
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..apply import netting
+from ..apply.reader import change_schema, read_table
 from ..apply.report import MergeSummary, TableReport
 from ..contracts import (
     ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TablePositions, checkpoint_after_copies,
@@ -54,6 +58,11 @@ class _Context:
     sink: Sink
     summary: MergeSummary
     positions: TablePositions
+    driver_rows: int  # tables with at most this many change rows are netted on the driver
+
+    def on_driver(self, table) -> bool:
+        """Whether a table's rows are netted on the driver (``apply.netting``), not by Spark."""
+        return self.sink.stages_driver_rows and table.row_count <= self.driver_rows
 
     @property
     def batch(self) -> ChangeBatch:
@@ -67,10 +76,17 @@ def _stage_table(ctx: _Context, segment: RowSegment, index: int, target, checkpo
                  report: TableReport):
     started = time.monotonic()
     table = segment.tables[index]
-    changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table, ctx.sink.change_metadata(table))
     # a table copied by a snapshot after the checkpoint has its changes up to the copy already
-    changes = after_checkpoint(changes, table_position(checkpoint, ctx.positions, table.database, table.table))
-    staged = ctx.sink.stage_rows(ctx.job, segment, index, target, changes, net_changes(changes, table), report)
+    position = table_position(checkpoint, ctx.positions, table.database, table.table)
+    if ctx.on_driver(table):
+        schema = change_schema(table, ctx.sink.change_metadata(table))
+        changes = netting.rows_after(read_table(ctx.job.storage, ctx.batch.prefix, schema, table), position)
+        staged = ctx.sink.stage_net_rows(ctx.job, segment, index, target, netting.net_rows(changes, table), report)
+    else:
+        changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table,
+                               ctx.sink.change_metadata(table))
+        changes = after_checkpoint(changes, position)
+        staged = ctx.sink.stage_rows(ctx.job, segment, index, target, changes, net_changes(changes, table), report)
     report.stage_seconds = time.monotonic() - started
     return staged
 
@@ -93,7 +109,8 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
     # every table is checked before anything is staged: a bad table leaves the follower untouched
     targets = {i: ctx.sink.check_table(segment.tables[i]) for i in live}
     try:
-        ctx.job.spark()  # start Spark (if this is its first use) before the threads below share it
+        if any(segment.tables[i].files and not ctx.on_driver(segment.tables[i]) for i in live):
+            ctx.job.spark()  # start Spark (if this is its first use) before the threads below share it
         # The tables' Spark jobs run concurrently: a small table's job is mostly latency (task
         # scheduling, Python workers, follower round trips), which overlaps well.
         with ThreadPoolExecutor(max_workers=_STAGING_THREADS) as pool:
@@ -181,10 +198,12 @@ SEGMENT_APPLIERS: dict[str, Callable[[_Context, Segment, Checkpoint], Checkpoint
 }
 
 
-def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> MergeSummary:
+def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets,
+              driver_rows: int = netting.DRIVER_NET_ROWS) -> MergeSummary:
     """Apply the batch at ``manifest_uri``; the in-process entry point (``main`` wraps it).
     ``spark`` may be a session or a function returning one: a batch that needs no Spark work
-    (a no-op replay, DDL only) then never starts it."""
+    (a no-op replay, DDL only, only small tables) then never starts it. ``driver_rows``: tables
+    with at most this many change rows are netted on the driver (0: every table through Spark)."""
     started = time.monotonic()
     get_spark = (lambda: spark) if isinstance(spark, SparkSession) else spark
     store = secrets.storage.open()
@@ -198,7 +217,7 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets) -> M
             log.info("batch %s ends at %s, at or before the checkpoint %s: nothing to do",
                      batch.batch_id, batch.end, checkpoint.position)
             return summary
-        ctx = _Context(BatchJob(get_spark, secrets.storage, store, batch), sink, summary, positions)
+        ctx = _Context(BatchJob(get_spark, secrets.storage, store, batch), sink, summary, positions, driver_rows)
         sink.begin(ctx.job)  # leftovers of a crashed attempt
         for segment in plan.segments:
             checkpoint = SEGMENT_APPLIERS[segment.kind](ctx, segment, checkpoint)

@@ -25,6 +25,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Mapping
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -37,7 +38,7 @@ from ...spark.read import spark_schema, unit_indexes
 from ..base import BatchJob, Sink, TableCopy
 from .follower import Follower
 from .staging import (
-    PARTITION, RESULT_SCHEMA, StagePlan, prepare_partitions, prepare_read_units, scratch_prefix, scratch_segment_prefix,
+    PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix, scratch_segment_prefix,
     staging_prefix, staging_segment_prefix, staging_table_prefix,
 )
 from .tables import FollowerColumn, StagedTable
@@ -116,6 +117,18 @@ class MySQLSink(Sink):
                    changes: DataFrame, net: DataFrame, report: TableReport) -> StagedTable:
         table = segment.tables[index]
         staged = StagedTable(table, target, tuple(stage(net, self._plan(job, segment, index, table, target))))
+        report.inserted, report.updated, report.deleted = counts(staged)
+        return staged
+
+    stages_driver_rows = True
+
+    def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
+                       net: pa.Table, report: TableReport) -> StagedTable:
+        # the rows are all here: one "partition", prepared in this process as a task would
+        table = segment.tables[index]
+        plan = self._plan(job, segment, index, table, target)
+        stages = (prepare_partition(plan, 0, net.to_batches()),) if net.num_rows else ()
+        staged = StagedTable(table, target, stages)
         report.inserted, report.updated, report.deleted = counts(staged)
         return staged
 

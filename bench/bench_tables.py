@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Benchmark how the merge's cost grows with the number of tables a batch touches.
+
+    .venv/bin/python bench/bench_tables.py                 (--rows 20000 --tables 1,50 for a quick check)
+
+The same ``--rows`` change rows (80 % inserts, 10 % updates, 10 % deletes, in transactions that
+each touch a handful of tables, as an OLTP application writes them) are spread evenly over 1, 100
+and 1,000 tables, each table with its own schema (its own columns and types). Every spread is
+captured into its own batch and merged with the real ``spark-submit --master local[2]`` into a
+MySQL follower that has the tables, empty; the job's own time (``run_merge``: from the Spark
+session up to the last commit) is read from its log. Afterwards every table of the follower is
+checked against the leader (``CHECKSUM TABLE``), so a fast wrong merge cannot pass.
+
+``merge_tables_growth`` = seconds for the largest table count / seconds for one table (target
+<= 3: the cost follows the rows, not the table count). Prints one JSON object as its last line.
+Servers started here are stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench")]
+
+from bench_merge import position, run_spark_submit  # noqa: E402
+from local_services import MariaDBServer  # noqa: E402
+from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
+from mysql_cdc.capture.filters import TableFilter  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
+from mysql_cdc.followers import FollowerSpec  # noqa: E402
+from mysql_cdc.settings import JobSecrets, MySQLSettings  # noqa: E402
+from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
+
+# the columns a table may have beyond its key; table i takes a different selection of them, so
+# no two neighbouring tables share a schema (and the merge cannot share anything by schema)
+EXTRA_COLUMNS = (
+    ("qty", "INT NOT NULL", "seq % 97"),
+    ("price", "DECIMAL(12,2)", "seq * 1.25"),
+    ("label", "VARCHAR(40)", "CONCAT('label ', seq)"),
+    ("seen", "DATETIME(6)", "TIMESTAMP('2024-01-01') + INTERVAL seq SECOND"),
+    ("ratio", "DOUBLE", "seq / 7"),
+    ("flag", "TINYINT", "seq % 2"),
+    ("body", "TEXT", "REPEAT('x', seq % 50)"),
+)
+TABLES_PER_TRANSACTION = 5
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def table_columns(i: int) -> list[tuple[str, str, str]]:
+    """Table i's extra columns: a rotating window of 2-5 of ``EXTRA_COLUMNS``."""
+    count = 2 + i % 4
+    return [EXTRA_COLUMNS[(i + k) % len(EXTRA_COLUMNS)] for k in range(count)]
+
+
+def create_statement(db: str, i: int) -> str:
+    columns = ", ".join(f"{name} {sql_type}" for name, sql_type, _ in table_columns(i))
+    return f"CREATE TABLE `{db}`.t{i:04d} (id BIGINT NOT NULL PRIMARY KEY, version INT NOT NULL, {columns})"
+
+
+def create_tables(servers: list[MariaDBServer], db: str, tables: int) -> None:
+    for server in servers:
+        conn = server.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"CREATE DATABASE `{db}`")
+                for i in range(tables):
+                    cur.execute(create_statement(db, i))
+        finally:
+            conn.close()
+
+
+def write_changes(leader: MariaDBServer, db: str, tables: int, rows: int) -> dict[str, int]:
+    """``rows`` change rows over ``tables`` tables: per table 80 % inserts, then 10 % updates and
+    10 % deletes of its inserted rows; each transaction writes up to ``TABLES_PER_TRANSACTION``
+    tables, so transactions cross tables the way an application's do."""
+    per_table = rows // tables
+    inserts, updates = per_table * 8 // 10, per_table // 10
+    deletes = per_table - inserts - updates
+    conn = leader.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"USE `{db}`")  # the sequence engine's seq_X_to_Y tables live in the current schema
+            for phase in ("insert", "update", "delete"):
+                for first in range(0, tables, TABLES_PER_TRANSACTION):
+                    cur.execute("BEGIN")
+                    for i in range(first, min(first + TABLES_PER_TRANSACTION, tables)):
+                        cur.execute(_statement(phase, i, inserts, updates, deletes))
+                    cur.execute("COMMIT")
+    finally:
+        conn.close()
+    return {"per_table": per_table, "inserts": inserts * tables, "updates": updates * tables,
+            "deletes": deletes * tables}
+
+
+def _statement(phase: str, i: int, inserts: int, updates: int, deletes: int) -> str:
+    table = f"t{i:04d}"
+    columns = table_columns(i)
+    if phase == "insert":
+        values = ", ".join(expr for _, _, expr in columns)
+        return f"INSERT INTO {table} SELECT seq, 1, {values} FROM seq_1_to_{inserts}"
+    if phase == "update":
+        return f"UPDATE {table} SET version = version + 1 WHERE id <= {updates}"
+    return f"DELETE FROM {table} WHERE id > {inserts - deletes}"
+
+
+def checksums(server: MariaDBServer, db: str, tables: int) -> dict[str, int]:
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            names = ", ".join(f"`{db}`.t{i:04d}" for i in range(tables))
+            cur.execute(f"CHECKSUM TABLE {names}")
+            return {name: value for name, value in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def measure(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSettings, secrets_for, store_uri: str,
+            work: Path, tables: int, rows: int) -> dict:
+    db, pipeline = f"spread_{tables}", f"spread_{tables}"
+    log(f"{tables} tables: creating them and writing {rows} change rows ...")
+    create_tables([leader, follower], db, tables)
+    start = position(settings)
+    workload = write_changes(leader, db, tables, rows)
+    end = position(settings)
+    conn = follower.connect()
+    try:
+        ensure_state_tables(conn)
+        write_checkpoint(conn, Checkpoint(pipeline, start))
+    finally:
+        conn.close()
+    batch = extract_range(settings, RangeRequest(pipeline, PositionRange(start, end), TableFilter((f"{db}.*",))),
+                          BatchTarget(open_store(store_uri)))
+    assert batch.row_count == workload["per_table"] * tables, (batch.row_count, workload)
+    log(f"{tables} tables: merging {batch.row_count} change rows with spark-submit ...")
+    manifest_uri = f"{store_uri}/{batch.prefix}/{MANIFEST_NAME}"
+    wall, summary = run_spark_submit(manifest_uri, secrets_for(), work, "1g", "")
+    expected, got = checksums(leader, db, tables), checksums(follower, db, tables)
+    if expected != got:
+        wrong = sorted(name for name in expected if expected[name] != got.get(name))
+        raise SystemExit(f"{tables} tables: the follower differs from the leader in {len(wrong)} tables, "
+                         f"e.g. {wrong[:5]}")
+    stage = sum(t["stage_seconds"] for t in summary["tables"])
+    return {"tables": tables, "change_rows": batch.row_count, "seconds": summary["seconds"],
+            "wall_seconds": round(wall, 2), "stage_seconds_sum": round(stage, 2),
+            "apply_seconds_sum": round(sum(t["apply_seconds"] for t in summary["tables"]), 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000, help="change rows in every spread")
+    parser.add_argument("--tables", default="1,100,1000", help="table counts, comma-separated")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, batches, logs)")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.tables.split(",")]
+
+    base = Path(tempfile.mkdtemp(prefix="bench-tables-"))
+    work = base / "work"
+    work.mkdir()
+    leader = MariaDBServer(base, "leader", server_id=1, binlog=True, die_with_parent=True)
+    follower = MariaDBServer(base, "follower", server_id=2, binlog=False, die_with_parent=True)
+    try:
+        leader.start()
+        follower.start()
+        settings = MySQLSettings(**leader.create_user(
+            "bench_reader", "bench_pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"]))
+        follower_settings = MySQLSettings(**follower.create_user("bench_writer", "bench_pw", ["ALL PRIVILEGES ON *.*"]))
+        store_uri = f"file://{base}/store"
+
+        def secrets_for() -> JobSecrets:
+            return JobSecrets(FollowerSpec.mysql(follower_settings), StorageSpec(store_uri))
+
+        started = time.monotonic()
+        spreads = [measure(leader, follower, settings, secrets_for, store_uri, work, n, args.rows) for n in counts]
+        result = {"change_rows": args.rows, "spreads": spreads, "bench_seconds": round(time.monotonic() - started, 1)}
+        first, last = spreads[0], spreads[-1]
+        result["merge_tables_growth"] = round(last["seconds"] / first["seconds"], 2)
+        for spread in spreads:
+            result[f"merge_{spread['tables']}_tables_seconds"] = spread["seconds"]
+            print(f"{spread['tables']:>5} tables: {spread['seconds']:6.1f} s in the job ({spread['wall_seconds']:.1f} s "
+                  f"spark-submit wall; stage {spread['stage_seconds_sum']:.1f} s, apply {spread['apply_seconds_sum']:.1f} s "
+                  f"summed over tables)")
+        print(f"merge_tables_growth: {result['merge_tables_growth']} ({last['tables']} tables / {first['tables']}; "
+              "target <= 3)")
+        print(json.dumps(result, sort_keys=True))
+        return 0
+    finally:
+        follower.stop()
+        leader.stop()
+        if args.keep:
+            log(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
