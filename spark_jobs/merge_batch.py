@@ -25,8 +25,9 @@ from mysql_cdc.apply.errors import MergeError
 from mysql_cdc.apply.report import SUMMARY_ENV, JobOutcome
 from mysql_cdc.failures import is_permanent
 from mysql_cdc.settings import JobSecrets
+from mysql_cdc.apply.netting import DRIVER_NET_ROWS_PROPERTY, driver_net_rows
 from mysql_cdc.spark.merge import one_line, run_merges
-from mysql_cdc.spark.session import PANDAS_WARNING, LazySession
+from mysql_cdc.spark.session import PANDAS_WARNING, LazySession, submitted_property
 
 log = logging.getLogger("mysql_cdc.merge")
 
@@ -51,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = LazySession()
     outcome = JobOutcome()
     try:
-        run_merges(spark, args.manifest_uris, JobSecrets.from_env(), outcome.summaries)
+        driver_rows = driver_net_rows(submitted_property(DRIVER_NET_ROWS_PROPERTY))
+        run_merges(spark, args.manifest_uris, JobSecrets.from_env(), outcome.summaries, driver_rows)
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure becomes the one-line error below
         if not isinstance(exc, (MergeError, ValueError)):

@@ -60,7 +60,8 @@ FILL_NULLS = (
 
 # the first batch goes through spark-submit (small tables: netted on the driver), the second
 # in-process, netted on the driver (DRIVER_NET_ROWS) or by Spark (0)
-@pytest.mark.parametrize("flavor, driver_rows", [("mariadb", DRIVER_NET_ROWS), ("mariadb", 0), ("mysql", DRIVER_NET_ROWS)],
+@pytest.mark.parametrize("flavor, driver_rows",
+                         [("mariadb", DRIVER_NET_ROWS), ("mariadb", 0), ("mysql", DRIVER_NET_ROWS)],
                          ids=["mariadb-driver", "mariadb-spark", "mysql-driver"])
 def test_every_type_round_trips_through_the_merge(make_pipeline, spark, tmp_path, flavor, driver_rows):
     pipeline = make_pipeline(flavor=flavor)

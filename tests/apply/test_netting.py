@@ -164,3 +164,11 @@ def test_rows_after_equals_the_spark_transform(spark, position, kept_rows):
     kept = netting.rows_after(changes, position)
     assert sorted((tuple(r.values()) for r in kept.to_pylist()), key=repr) == expected
     assert kept_rows == ("all" if kept.num_rows == changes.num_rows else "some" if kept.num_rows else "none")
+
+
+def test_the_threshold_comes_from_its_spark_property():
+    assert netting.driver_net_rows(None) == netting.DRIVER_NET_ROWS
+    assert netting.driver_net_rows("0") == 0
+    for bad in ("-1", "many", ""):
+        with pytest.raises(ValueError, match=r"spark\.mysql_cdc\.driverNetRows=.*>= 0 .*spark_conf"):
+            netting.driver_net_rows(bad)

@@ -15,7 +15,7 @@ equal to ``0.0``; NaN cannot occur (MySQL stores none).
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +29,9 @@ OP, COUNT = cr.NET_OP, cr.NET_COUNT
 # (bench/bench_tables.py): a table's Spark stage costs 0.5-2 s whatever its size, netting here
 # ~1 s per 100k rows (pure Python per row), in the driver's one interpreter.
 DRIVER_NET_ROWS = 20_000
+# The Spark property (a pipeline's ``spark_conf``) that sets it for a merge job: 0 sends every table
+# through Spark (a cluster whose Airflow workers should only drive it), more keeps more on the driver.
+DRIVER_NET_ROWS_PROPERTY = "spark.mysql_cdc.driverNetRows"
 
 _AFTER, _BEFORE = 0, 1  # which image of a change row an event carries
 
@@ -165,3 +168,17 @@ def net_rows(changes: pa.Table, table: TableChanges) -> pa.Table:
     if table.key_columns:
         return net_keyed(changes, table.key_columns)
     return net_keyless(changes, [c.name for c in table.columns])
+
+
+def driver_net_rows(property_value: Optional[str]) -> int:
+    """The threshold a merge job runs with, from ``DRIVER_NET_ROWS_PROPERTY`` as submitted."""
+    if property_value is None:
+        return DRIVER_NET_ROWS
+    try:
+        value = int(property_value)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"Spark property {DRIVER_NET_ROWS_PROPERTY}={property_value!r}: expected a number of change "
+                         "rows >= 0 (0: every table netted by Spark); fix it in the pipeline's spark_conf")
+    return value

@@ -233,15 +233,16 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: JobSecrets,
 
 
 def run_merges(spark: SparkProvider, manifest_uris: list[str], secrets: JobSecrets,
-               summaries: list[MergeSummary]) -> None:
+               summaries: list[MergeSummary], driver_rows: int = netting.DRIVER_NET_ROWS) -> None:
     """Apply the batches in order, in one Spark application, appending each one's summary to
-    ``summaries`` as it is applied (so a failure still reports the batches applied before it): a copy's run gives the copy and its catch-up, so that the run
-    ends with every table at one position. Each batch is its own exactly-once unit: a retry after
+    ``summaries`` as it is applied (so a failure still reports the batches applied before it):
+    a copy's run gives the copy and its catch-up, so that the run ends with every table at one
+    position. Each batch is its own exactly-once unit: a retry after
     a crash between them finds the copy applied (a no-op) and applies the catch-up."""
     for i, manifest_uri in enumerate(manifest_uris):
         if i:
             crash_point("between_batches")
-        summary = run_merge(spark, manifest_uri, secrets)
+        summary = run_merge(spark, manifest_uri, secrets, driver_rows)
         log.info("merge summary %s", summary.to_json())
         summaries.append(summary)
 

@@ -40,6 +40,16 @@ def start_spark() -> SparkSession:
     return build_spark_session()
 
 
+def submitted_property(name: str) -> str | None:
+    """A Spark property given to spark-submit (``--conf``), read without starting a session:
+    spark-submit's JVM already runs beside this Python driver and holds the properties as system
+    properties, so asking costs a connection to its gateway, not a SparkContext."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's gateway; creates no context
+    return SparkContext._jvm.java.lang.System.getProperty(name)
+
+
 class LazySession:
     """The session, started on first use: a batch that needs no Spark work (a no-op replay, DDL
     only) never pays for the JVM."""

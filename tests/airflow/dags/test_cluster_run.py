@@ -35,8 +35,10 @@ def cluster_pipeline(leader, leader_user, spark_cluster, airflow_connections, s3
         "storage_uri": f"s3://{s3_endpoint.bucket}/cluster", "aws_conn_id": "aws_default",
         "spark_conn_id": "spark_default", "include": [f"{db}.*"], "start_position": str(start),
         "wait_timeout": 3, "poke_interval": 1, "retries": 0,
-        # what a cluster deployment sets: small executors, the job's Python on every node
-        "spark_conf": {"spark.executor.memory": "1g", "spark.executor.cores": 1, "spark.cores.max": 2},
+        # what a cluster deployment sets: small executors, the job's Python on every node; and
+        # every table netted by the executors, however small (not on the driver beside Airflow)
+        "spark_conf": {"spark.executor.memory": "1g", "spark.executor.cores": 1, "spark.cores.max": 2,
+                       "spark.mysql_cdc.driverNetRows": 0},
     }
     Path(os.environ["CDC_PIPELINES_FILE"]).write_text(yaml.safe_dump({"pipelines": [pipeline]}))
     with pytest.MonkeyPatch.context() as mp:

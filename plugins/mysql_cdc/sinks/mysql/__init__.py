@@ -38,8 +38,8 @@ from ...spark.read import spark_schema, unit_indexes
 from ..base import BatchJob, Sink, TableCopy
 from .follower import Follower
 from .staging import (
-    PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix, scratch_segment_prefix,
-    staging_prefix, staging_segment_prefix, staging_table_prefix,
+    PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix,
+    scratch_segment_prefix, staging_prefix, staging_segment_prefix, staging_table_prefix,
 )
 from .tables import FollowerColumn, StagedTable
 
