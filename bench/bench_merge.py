@@ -39,6 +39,7 @@ from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
 from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
+from mysql_cdc.apply.netting import DRIVER_NET_ROWS_PROPERTY  # noqa: E402
 from mysql_cdc.followers import FollowerSpec  # noqa: E402
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings  # noqa: E402
 from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
@@ -84,7 +85,7 @@ def position(settings: MySQLSettings):
 
 
 def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_memory: str,
-                     java_options: str) -> tuple[float, dict]:
+                     java_options: str, conf: dict[str, str] | None = None) -> tuple[float, dict]:
     py_files = build_py_files(work)
     secrets_file = work / "secrets.json"
     secrets.write(str(secrets_file))
@@ -93,6 +94,8 @@ def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_
            driver_memory, "--conf", "spark.ui.enabled=false", "--py-files", py_files]
     # the driver's Java options of a real merge (the product's defaults) unless others are given
     cmd += ["--driver-java-options", java_options or driver_java_options({})[DRIVER_JAVA_OPTIONS]]
+    for key, value in (conf or {}).items():
+        cmd += ["--conf", f"{key}={value}"]
     cmd += [str(MERGE_JOB), "--manifest-uri", manifest_uri]
     started = time.monotonic()
     result = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -141,7 +144,8 @@ def measure(args, follower: MariaDBServer, secrets: JobSecrets, manifest_uri: st
     """One merge of the batch into a fresh follower, then the LOAD DATA baseline of its rows."""
     reset_follower(follower, start)
     log(f"run {run + 1}/{args.repeat}: merging with spark-submit ...")
-    wall, summary = run_spark_submit(manifest_uri, secrets, work, args.driver_memory, args.driver_java_options)
+    conf = {} if args.driver_net_rows is None else {DRIVER_NET_ROWS_PROPERTY: str(args.driver_net_rows)}
+    wall, summary = run_spark_submit(manifest_uri, secrets, work, args.driver_memory, args.driver_java_options, conf)
     (table,) = [t for t in summary["tables"] if t["table"] == f"{DB}.{TABLE}"]
     log(f"run {run + 1}/{args.repeat}: LOAD DATA baseline ...")
     loaded, load_seconds = load_data_baseline(follower, work, run)
@@ -161,6 +165,8 @@ def main() -> int:
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--driver-java-options", default="",
                         help="instead of a real merge's (packaging.DRIVER_DEFAULTS), e.g. -XX:TieredStopAtLevel=4")
+    parser.add_argument("--driver-net-rows", type=int, default=None,
+                        help="the job's spark.mysql_cdc.driverNetRows (default: the product's; 0: net in Spark)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, batch, logs)")
     args = parser.parse_args()
 
@@ -202,6 +208,7 @@ def main() -> int:
             "change_rows": args.rows,
             "repeat": args.repeat,
             "driver_java_options": args.driver_java_options,
+            "merge_driver_net_rows": args.driver_net_rows,
             "workload": workload,
             "net_rows": net_rows,
             "capture_seconds": round(capture_seconds, 2),

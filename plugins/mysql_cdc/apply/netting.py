@@ -1,22 +1,25 @@
-"""The merge's netting for a small table, on Arrow in the job's driver: no Spark job at all.
+"""The merge's netting on Arrow, in the job's driver: a table of up to ``DRIVER_NET_ROWS`` change
+rows costs no Spark job at all.
 
-A batch touching many tables touches most of them lightly (an OLTP application writes a few rows
-of many tables per interval). Through Spark each such table costs a read stage, a shuffle and a
-prepare stage, seconds of task scheduling and Python workers for a few hundred rows, so the cost
-of a batch followed its table count, not its rows. A table with at most ``DRIVER_NET_ROWS`` change
-rows is read, netted and prepared here instead, in milliseconds.
+Through Spark every table costs a read stage, a shuffle and a prepare stage: seconds of task
+scheduling and Python workers, whatever its rows. A batch touching many tables lightly (an OLTP
+application writes a few rows of many tables per interval) then cost what its table count did,
+and a 1M-row batch on a small machine paid for distribution it could not use. Here a table is
+read with pyarrow, netted with Arrow compute (vectorized: sorts, takes, comparisons; no Python per
+row) and prepared by the sink in the same process.
 
 These functions have exactly the semantics of ``spark.transforms`` (``after_checkpoint``,
 ``net_keyed_changes``, ``net_keyless_changes`` + ``expand_copies``), which stay the definition:
 ``tests/apply/test_netting.py`` runs both on the same change rows and requires equal results.
-Values are compared as Python values: NULLs equal (Spark's ``<=>`` and its grouping), ``-0.0``
-equal to ``0.0``; NaN cannot occur (MySQL stores none).
+NULLs compare equal (Spark's ``<=>`` and its grouping), ``-0.0`` equal to ``0.0``; NaN cannot occur
+(MySQL stores none).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -26,9 +29,11 @@ from ..contracts import change_row as cr
 OP, COUNT = cr.NET_OP, cr.NET_COUNT
 
 # Up to this many change rows, a table is netted here rather than by Spark. Measured on 2 cores
-# (bench/bench_tables.py): a table's Spark stage costs 0.5-2 s whatever its size, netting here
-# ~1 s per 100k rows (pure Python per row), in the driver's one interpreter.
-DRIVER_NET_ROWS = 20_000
+# (docs/performance.md): a table's Spark stages cost 0.5-2 s whatever its size (and the session
+# ~5 s when it is the first), netting here ~0.5 s per 1M change rows; the 1M-row batch of
+# bench_merge takes 5.8 s in the job this way against 19.5 s through Spark. The price is memory in
+# the driver (the Airflow worker, in client mode): a few hundred MB for 1M rows of a narrow table.
+DRIVER_NET_ROWS = 1_000_000
 # The Spark property (a pipeline's ``spark_conf``) that sets it for a merge job: 0 sends every table
 # through Spark (a cluster whose Airflow workers should only drive it), more keeps more on the driver.
 DRIVER_NET_ROWS_PROPERTY = "spark.mysql_cdc.driverNetRows"
@@ -50,43 +55,47 @@ def rows_after(changes: pa.Table, position: BinlogPosition) -> pa.Table:
 
 
 def _in_order(changes: pa.Table) -> pa.Table:
+    """The change rows in binlog order. Capture writes them so; checked, as sorting costs a copy."""
+    seq, pos, index = (np.diff(changes.column(c).to_numpy()) for c in cr.ORDER_COLUMNS)
+    if np.all((seq > 0) | ((seq == 0) & ((pos > 0) | ((pos == 0) & (index >= 0))))):
+        return changes
     return changes.take(pc.sort_indices(changes, [(c, "ascending") for c in cr.ORDER_COLUMNS]))
 
 
-def _values(array, names: Sequence[str]) -> list[tuple]:
-    """Per row, the tuple of the named fields' values (of a table, or of a struct column)."""
-    if isinstance(array, pa.Table):
-        lists = [array.column(n).to_pylist() for n in names]
-    else:
-        struct = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
-        lists = [struct.field(n).to_pylist() for n in names]
-    return list(zip(*lists)) if lists else [()] * len(array)
+# working columns (a leader table may not have columns starting with __mcdc_: check_table)
+_ORDER, _KIND, _CREATES, _SOURCE, _ROW, _DELTA = (
+    "__mcdc_order", "__mcdc_kind", "__mcdc_creates", "__mcdc_source", "__mcdc_row", "__mcdc_delta")
 
 
-def _images(changes: pa.Table, columns: Sequence[str], picks: Iterable[tuple[int, int]]) -> pa.Table:
-    """The chosen images, ``(_AFTER or _BEFORE, row)`` each, as one table of the table's columns."""
-    picks = list(picks)
-    fields = [changes.schema.field(c).with_nullable(True) for c in columns]
-    schema = pa.schema(fields)
-    after = pa.array([row for source, row in picks if source == _AFTER], pa.int64())
-    before = pa.array([row for source, row in picks if source == _BEFORE], pa.int64())
-    parts = [pa.Table.from_arrays([changes.column(c).take(after) for c in columns], schema=schema)]
-    if before:
-        struct = changes.column(cr.BEFORE).combine_chunks().take(before)
-        parts.append(pa.Table.from_arrays([struct.field(c) for c in columns], schema=schema))
-    # back in the order of ``picks``: the after images came first, then the before images
-    positions = [0] * len(picks)
-    a = b = 0
-    for i, (source, _) in enumerate(picks):
-        if source == _AFTER:
-            positions[i], a = a, a + 1
-        else:
-            positions[i], b = len(after) + b, b + 1
-    return pa.concat_tables(parts).take(pa.array(positions, pa.int64()))
+def _before(changes: pa.Table) -> pa.StructArray:
+    return changes.column(cr.BEFORE).combine_chunks()
 
 
-def _with_net(images: pa.Table, ops: list[str], counts: list[int]) -> pa.Table:
-    return images.append_column(OP, pa.array(ops, pa.string())).append_column(COUNT, pa.array(counts, pa.int64()))
+def _grouping(values: pa.Array) -> pa.Array:
+    """A column as grouping compares it: Spark groups -0.0 with 0.0; Arrow's hashing would not."""
+    if pa.types.is_floating(values.type):
+        return pc.if_else(pc.equal(values, 0), pa.scalar(0, values.type), values)
+    return values
+
+
+def _null_safe_equal(a: pa.Array, b: pa.Array) -> pa.Array:
+    """Spark's ``<=>``: NULLs equal each other, and the answer is never NULL."""
+    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+    return pc.or_(pc.fill_null(pc.equal(a, b), False), both_null)
+
+
+def _images(changes: pa.Table, columns: Sequence[str], source: pa.Array, row: pa.Array) -> pa.Table:
+    """Per (source, row): the after image (``_AFTER``) or the before image (``_BEFORE``) of that
+    change row, as one table of the table's columns, all NULL-able."""
+    before = _before(changes).take(row)
+    from_before = pc.equal(source, _BEFORE)
+    arrays = [pc.if_else(from_before, before.field(c), changes.column(c).take(row)) for c in columns]
+    schema = pa.schema([changes.schema.field(c).with_nullable(True) for c in columns])
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _with_net(images: pa.Table, ops: pa.Array, counts: pa.Array) -> pa.Table:
+    return images.append_column(OP, ops.cast(pa.string())).append_column(COUNT, counts.cast(pa.int64()))
 
 
 def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
@@ -94,73 +103,96 @@ def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     ``U`` (replace), ``I`` (the key's first event created it: insert only) or ``D``, and
     ``__mcdc_n`` = 1; a key created and deleted inside the batch disappears. Rows in key order."""
     changes = _in_order(changes)
-    columns = table_columns(changes)
-    ops = changes.column(cr.OP).to_pylist()
-    after_keys = _values(changes, key_columns)
-    before_keys = _values(changes.column(cr.BEFORE), key_columns)
-    last: dict[tuple, tuple[str, int, int]] = {}  # key -> (kind, image source, row)
-    first_creates: dict[tuple, bool] = {}
+    columns, before = table_columns(changes), _before(changes)
+    op = changes.column(cr.OP).combine_chunks()
+    rows = pa.array(np.arange(changes.num_rows, dtype=np.int64))
+    same_key = pa.array(np.ones(changes.num_rows, dtype=bool))
+    for k in key_columns:
+        same_key = pc.and_(same_key, _null_safe_equal(changes.column(k).combine_chunks(), before.field(k)))
+    key_changed = pc.and_(pc.equal(op, cr.UPDATE), pc.invert(same_key))
+    # Every change row is one event on its (after) key: a delete deletes, an insert or update
+    # upserts. An update that changes the key is also an event deleting the old key, ordered just
+    # before it (order 2i vs 2i+1), so "the last event per key" is the net effect.
+    keys = {f"__mcdc_key{i}": _grouping(changes.column(k).combine_chunks()) for i, k in enumerate(key_columns)}
+    events = pa.table({
+        **keys,
+        _ORDER: pc.add(pc.multiply(rows, 2), 1),
+        _KIND: pc.if_else(pc.equal(op, cr.DELETE), cr.DELETE, cr.UPDATE),
+        _CREATES: pc.or_(pc.equal(op, cr.INSERT), key_changed),
+        _SOURCE: pa.array(np.full(changes.num_rows, _AFTER, dtype=np.int8)),
+        _ROW: rows,
+    })
+    moved = pc.indices_nonzero(key_changed)
+    if len(moved):
+        old = {f"__mcdc_key{i}": _grouping(before.field(k).take(moved)) for i, k in enumerate(key_columns)}
+        events = pa.concat_tables([events, pa.table({
+            **old,
+            _ORDER: pc.multiply(moved.cast(pa.int64()), 2),
+            _KIND: pa.array([cr.DELETE] * len(moved)),
+            _CREATES: pa.array(np.zeros(len(moved), dtype=bool)),
+            _SOURCE: pa.array(np.full(len(moved), _BEFORE, dtype=np.int8)),
+            _ROW: moved.cast(pa.int64()),
+        })]).sort_by(_ORDER)
+    # Per key, the last event and the first one's "creates" (a key whose first event created it
+    # was not in the follower before the batch): sorted by key then order, a key's events are one
+    # run, and the rows leave in key order (the follower then inserts them appending to its index).
+    events = events.take(pc.sort_indices(events, [(k, "ascending") for k in keys] + [(_ORDER, "ascending")]))
+    starts = _run_starts(events, list(keys))
+    first = pc.indices_nonzero(starts)
+    last = pa.array(np.append(first.to_numpy()[1:] - 1, events.num_rows - 1).astype(np.int64))
+    kind = events.column(_KIND).take(last)
+    creates = events.column(_CREATES).take(first)
+    kept = pc.invert(pc.and_(pc.equal(kind, cr.DELETE), creates))
+    last, kind, creates = last.filter(kept), kind.filter(kept), creates.filter(kept)
+    ops = pc.if_else(pc.equal(kind, cr.DELETE), cr.DELETE, pc.if_else(creates, cr.INSERT, cr.UPDATE))
+    images = _images(changes, columns, events.column(_SOURCE).take(last).combine_chunks(),
+                     events.column(_ROW).take(last).combine_chunks())
+    return _with_net(images, ops, pa.array(np.ones(len(last), dtype=np.int64)))
 
-    def event(key: tuple, kind: str, source: int, row: int, creates: bool) -> None:
-        first_creates.setdefault(key, creates)
-        last[key] = (kind, source, row)
 
-    for row, op in enumerate(ops):
-        if op == cr.DELETE:
-            event(after_keys[row], cr.DELETE, _AFTER, row, False)
-        elif op == cr.UPDATE and before_keys[row] != after_keys[row]:
-            # a key change: the old key goes first (its event sorts before the new key's)
-            event(before_keys[row], cr.DELETE, _BEFORE, row, False)
-            event(after_keys[row], cr.UPDATE, _AFTER, row, True)
-        else:
-            event(after_keys[row], cr.UPDATE, _AFTER, row, op == cr.INSERT)
-    kept = [(key, kind, source, row) for key, (kind, source, row) in last.items()
-            if not (kind == cr.DELETE and first_creates[key])]
-    kept.sort(key=lambda k: _sortable(k[0]))
-    net_ops = [cr.DELETE if kind == cr.DELETE else cr.INSERT if first_creates[key] else cr.UPDATE
-               for key, kind, _, _ in kept]
-    images = _images(changes, columns, [(source, row) for _, _, source, row in kept])
-    return _with_net(images, net_ops, [1] * len(kept))
-
-
-def _sortable(key: tuple) -> tuple:
-    # a primary key holds no NULLs; the flag keeps the sort total regardless
-    return tuple((True, 0) if value is None else (False, value) for value in key)
+def _run_starts(events: pa.Table, keys: list[str]) -> pa.Array:
+    """For rows sorted by ``keys``: whether each row's key differs from the previous row's."""
+    n = events.num_rows
+    if n == 0:
+        return pa.array([], pa.bool_())
+    same = pa.array(np.ones(n - 1, dtype=bool))
+    for k in keys:
+        column = events.column(k).combine_chunks()
+        same = pc.and_(same, _null_safe_equal(column.slice(1), column.slice(0, n - 1)))
+    return pa.concat_arrays([pa.array([True]), pc.invert(same)])
 
 
 def net_keyless(changes: pa.Table, columns: Sequence[str]) -> pa.Table:
     """The net multiset delta of a table without a primary key, as ``transforms.net_keyless_changes``
     then ``expand_copies``: a row whose count went up as that many ``I`` rows (``__mcdc_n`` = 1),
     one whose count went down as one ``D`` row with ``__mcdc_n`` copies to remove."""
-    ops = changes.column(cr.OP).to_pylist()
-    after_rows = _values(changes, columns)
-    before_rows = _values(changes.column(cr.BEFORE), columns)
-    delta: dict[tuple, int] = {}
-    image: dict[tuple, tuple[int, int]] = {}
-
-    def count(values: tuple, change: int, source: int, row: int) -> None:
-        delta[values] = delta.get(values, 0) + change
-        image.setdefault(values, (source, row))
-
-    for row, op in enumerate(ops):
-        if op == cr.INSERT:
-            count(after_rows[row], 1, _AFTER, row)
-        elif op == cr.DELETE:
-            count(after_rows[row], -1, _AFTER, row)
-        else:
-            count(before_rows[row], -1, _BEFORE, row)
-            count(after_rows[row], 1, _AFTER, row)
-    picks, net_ops, counts = [], [], []
-    for values, change in delta.items():
-        if change > 0:  # inserted copies: one row each (the follower inserts staged rows as they are)
-            picks += [image[values]] * change
-            net_ops += [cr.INSERT] * change
-            counts += [1] * change
-        elif change < 0:  # removed copies: one row, its count the LIMIT of its delete
-            picks.append(image[values])
-            net_ops.append(cr.DELETE)
-            counts.append(-change)
-    return _with_net(_images(changes, list(columns), picks), net_ops, counts)
+    op = changes.column(cr.OP).combine_chunks()
+    rows = pa.array(np.arange(changes.num_rows, dtype=np.int64))
+    updates = pc.indices_nonzero(pc.equal(op, cr.UPDATE)).cast(pa.int64())
+    # inserts and update after-images count +1, deletes and update before-images -1
+    source = pa.concat_arrays([pa.array(np.full(changes.num_rows, _AFTER, dtype=np.int8)),
+                               pa.array(np.full(len(updates), _BEFORE, dtype=np.int8))])
+    row = pa.concat_arrays([rows, updates])
+    delta = pa.concat_arrays([pc.if_else(pc.equal(op, cr.DELETE), -1, 1).cast(pa.int64()),
+                              pa.array(np.full(len(updates), -1, dtype=np.int64))])
+    images = _images(changes, columns, source, row)
+    names = [f"__mcdc_col{i}" for i in range(len(columns))]  # grouping by position: any column name
+    events = pa.Table.from_arrays([_grouping(images.column(c).combine_chunks()) for c in columns] + [delta],
+                                  names=[*names, _DELTA])
+    # NULLs group together (Arrow's hashing, like Spark's grouping): NULLs compare equal
+    net = events.group_by(names, use_threads=False).aggregate([(_DELTA, "sum")])
+    net = net.filter(pc.not_equal(net.column(f"{_DELTA}_sum"), 0))
+    counts = net.column(f"{_DELTA}_sum").to_numpy()
+    # an increase is that many I rows (the follower inserts staged rows as they are); a decrease
+    # one D row whose count is the LIMIT of its delete
+    repeat = np.where(counts > 0, counts, 1)
+    picks = pa.array(np.repeat(np.arange(net.num_rows, dtype=np.int64), repeat))
+    chosen = net.take(picks)
+    chosen_counts = np.repeat(counts, repeat)
+    schema = pa.schema([changes.schema.field(c).with_nullable(True) for c in columns])
+    result = pa.Table.from_arrays([chosen.column(n) for n in names], schema=schema)
+    ops = pa.array(np.where(chosen_counts > 0, cr.INSERT, cr.DELETE))
+    return _with_net(result, ops, pa.array(np.where(chosen_counts > 0, 1, -chosen_counts)))
 
 
 def net_rows(changes: pa.Table, table: TableChanges) -> pa.Table:

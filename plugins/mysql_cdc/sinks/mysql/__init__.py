@@ -20,7 +20,9 @@ so the checkpoint moves in the transaction that writes the rows.
 from __future__ import annotations
 
 import logging
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from typing import Any, Mapping
@@ -44,6 +46,8 @@ from .staging import (
 from .tables import FollowerColumn, StagedTable
 
 log = logging.getLogger("mysql_cdc.merge")
+
+_DRIVER_PART_ROWS = 100_000  # net rows a slice of a table netted on the driver gets at least
 
 
 def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
@@ -124,11 +128,16 @@ class MySQLSink(Sink):
 
     def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
                        net: pa.Table, report: TableReport) -> StagedTable:
-        # the rows are all here: one "partition", prepared in this process as a task would
+        # the rows are all here: prepared in this process as tasks would, in slices of at least
+        # _DRIVER_PART_ROWS at once (encoding is Arrow compute and file writes, outside the GIL)
         table = segment.tables[index]
         plan = self._plan(job, segment, index, table, target)
-        stages = (prepare_partition(plan, 0, net.to_batches()),) if net.num_rows else ()
-        staged = StagedTable(table, target, stages)
+        parts = max(1, min(os.cpu_count() or 1, net.num_rows // _DRIVER_PART_ROWS))
+        size = -(-net.num_rows // parts)
+        with ThreadPoolExecutor(max_workers=parts) as pool:
+            results = pool.map(lambda part: prepare_partition(plan, part, net.slice(part * size, size).to_batches()),
+                               range(parts))
+            staged = StagedTable(table, target, tuple(r for r in results if r["rows"]))
         report.inserted, report.updated, report.deleted = counts(staged)
         return staged
 
