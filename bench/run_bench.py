@@ -45,6 +45,8 @@ ROWS = [
      "merge_vs_load_data", ">= 0.6"),
     ("merge of 100k change rows over 1,000 tables (s)", "merge_1000_tables_seconds", "merge_1_tables_seconds",
      "the same rows in one table", "merge_tables_growth", "<= 3"),
+    ("largest seconds behind, 5 min of small transactions, deployed Airflow", "lag_under_load", None,
+     "", None, "<= 120 s"),
     ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
      "tiny_run_minus_spark_submit_s", "<= +15 s"),
     ("scheduled run, nothing new (s)", "nochange_run_s", None, "", None, "<= 10 s"),
@@ -99,13 +101,14 @@ def main() -> None:
     parser.add_argument("--snapshot-rows", type=int, default=5_000_000)
     parser.add_argument("--replica-rows", type=int, default=1_000_000)
     parser.add_argument("--delta-big-rows", type=int, default=5_000_000)
+    parser.add_argument("--lag-minutes", type=float, default=5.0, help="how long bench_lag's writer writes")
     parser.add_argument("--tables-rows", type=int, default=100_000, help="change rows spread over 1/100/1000 tables")
     parser.add_argument("--quick", action="store_true", help="small sizes, one repetition (a smoke run)")
     args = parser.parse_args()
     if args.quick:
         args.extract_rows, args.merge_rows, args.repeat, args.snapshot_rows, args.replica_rows = (
             50_000, 50_000, 1, 100_000, 100_000)
-        args.delta_big_rows, args.tables_rows = 500_000, 20_000
+        args.delta_big_rows, args.tables_rows, args.lag_minutes = 500_000, 20_000, 1.5
 
     results: dict = {"machine": machine(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     extract_args = ["bench/bench_extract.py", "--rows", str(args.extract_rows), "--repeat", str(args.repeat)]
@@ -120,6 +123,7 @@ def main() -> None:
     snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows), "--repeat", str(args.repeat)]
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
     results.update(run_child(["bench/bench_replica.py", "--rows", str(args.replica_rows)]))
+    results.update(run_child(["bench/bench_lag.py", "--minutes", str(args.lag_minutes)]))
     delta_args = ["bench/bench_delta.py", "--rows", str(args.merge_rows), "--big", str(args.delta_big_rows)]
     results.update(run_child(delta_args))
     if "snapshot_rss_mb_5m" in results:

@@ -122,10 +122,13 @@ class LocalStore:
     def __init__(self, root: str):
         self.root = Path(root)
         self.uri = f"file://{self.root}"
+        self._resolved_root = self.root.resolve()  # once: resolving walks every directory
 
     def _path(self, key: str) -> Path:
-        path = (self.root / key).resolve()
-        if self.root.resolve() not in (path, *path.parents):
+        # lexical: the keys are ours, so ".." (or an absolute key) is the only way out of the root;
+        # resolving every key through the file system cost a merge of a thousand small tables seconds
+        path = Path(os.path.normpath(self._resolved_root / key))
+        if self._resolved_root not in (path, *path.parents):
             raise StorageError(f"key {key!r} escapes the storage root {self.root}")
         return path
 

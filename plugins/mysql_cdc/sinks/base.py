@@ -87,6 +87,10 @@ class Sink(ABC):
         ``apply.errors.FollowerSchemaError`` naming the repair when it cannot take them). What is
         returned is the sink's own and goes back to it in ``stage_rows``."""
 
+    def check_tables(self, tables: list[TableChanges]) -> list[Any]:
+        """``check_table`` of several tables (a sink may ask its follower once for all)."""
+        return [self.check_table(t) for t in tables]
+
     def change_metadata(self, table: TableChanges) -> frozenset[str]:
         """Change-row metadata columns (``contracts.change_row``) this sink wants in the table's
         change rows beyond the merge's own (a changelog keeps them all); none by default."""

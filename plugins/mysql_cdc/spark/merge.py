@@ -107,7 +107,7 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
             if table_position(checkpoint, ctx.positions, t.database, t.table) < segment.end]
     reports = {i: TableReport(segment.tables[i].qualified_name, segment.tables[i].row_count) for i in live}
     # every table is checked before anything is staged: a bad table leaves the follower untouched
-    targets = {i: ctx.sink.check_table(segment.tables[i]) for i in live}
+    targets = dict(zip(live, ctx.sink.check_tables([segment.tables[i] for i in live])))
     try:
         if any(segment.tables[i].files and not ctx.on_driver(segment.tables[i]) for i in live):
             ctx.job.spark()  # start Spark (if this is its first use) before the threads below share it

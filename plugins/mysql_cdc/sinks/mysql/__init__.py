@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -38,6 +39,7 @@ from ...faults import crash_point
 from ...settings import MySQLSettings
 from ...spark.read import spark_schema, unit_indexes
 from ..base import BatchJob, Sink, TableCopy
+from .connection import connect
 from .follower import Follower
 from .staging import (
     PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix,
@@ -64,16 +66,49 @@ def counts(staged: StagedTable) -> tuple[int, int, int]:
     return staged.total("inserts"), staged.total("upserts"), staged.total("deletes")
 
 
+class ThreadSessions:
+    """A follower session per thread that prepares net rows on the driver, opened on first use:
+    connecting (TLS, authentication) takes tens of milliseconds, more than a small table's whole
+    prepare, so a batch of a thousand small tables must not open one per table. Closed after
+    each segment (``close``)."""
+
+    def __init__(self, settings: MySQLSettings):
+        self.settings = settings
+        self._local = threading.local()
+        self._opened: list = []
+        self._lock = threading.Lock()
+
+    def get(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is None or not conn.open:
+            conn = self._local.conn = connect(self.settings, local_infile=True)
+            with self._lock:
+                self._opened.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            opened, self._opened = self._opened, []
+        self._local = threading.local()
+        for conn in opened:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a session already gone needs no closing
+                pass
+
+
 class MySQLSink(Sink):
     def __init__(self, settings: MySQLSettings, leader_flavor: str | None = None):
         self.settings = settings
         self.follower = Follower(settings, leader_flavor)
+        self.sessions = ThreadSessions(settings)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "MySQLSink":
         return cls(MySQLSettings(**settings), leader_flavor)
 
     def close(self) -> None:
+        self.sessions.close()
         self.follower.close()
 
     # -- state ------------------------------------------------------------------------------------
@@ -95,6 +130,9 @@ class MySQLSink(Sink):
 
     def check_table(self, changes) -> tuple[FollowerColumn, ...]:
         return self.follower.check_table(changes)
+
+    def check_tables(self, tables) -> list[tuple[FollowerColumn, ...]]:
+        return self.follower.check_tables(tables)
 
     def _plan(self, job: BatchJob, segment: RowSegment | SnapshotSegment, index: int, table,
               columns: tuple[FollowerColumn, ...]) -> StagePlan:
@@ -128,16 +166,22 @@ class MySQLSink(Sink):
 
     def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
                        net: pa.Table, report: TableReport) -> StagedTable:
-        # the rows are all here: prepared in this process as tasks would, in slices of at least
-        # _DRIVER_PART_ROWS at once (encoding is Arrow compute and file writes, outside the GIL)
+        # The rows are all here: prepared in this process as tasks would. A small table in this
+        # thread, with its kept follower session; a large one in slices of at least
+        # _DRIVER_PART_ROWS at once (encoding is Arrow compute and file writes, outside the GIL),
+        # each slice with a session of its own.
         table = segment.tables[index]
         plan = self._plan(job, segment, index, table, target)
         parts = max(1, min(os.cpu_count() or 1, net.num_rows // _DRIVER_PART_ROWS))
-        size = -(-net.num_rows // parts)
-        with ThreadPoolExecutor(max_workers=parts) as pool:
-            results = pool.map(lambda part: prepare_partition(plan, part, net.slice(part * size, size).to_batches()),
-                               range(parts))
-            staged = StagedTable(table, target, tuple(r for r in results if r["rows"]))
+        if parts == 1:
+            results = [prepare_partition(plan, 0, net.to_batches(), self.sessions.get(), job.store)]
+        else:
+            size = -(-net.num_rows // parts)
+            with ThreadPoolExecutor(max_workers=parts) as pool:
+                results = list(pool.map(
+                    lambda part: prepare_partition(plan, part, net.slice(part * size, size).to_batches(), store=job.store),
+                    range(parts)))
+        staged = StagedTable(table, target, tuple(r for r in results if r["rows"]))
         report.inserted, report.updated, report.deleted = counts(staged)
         return staged
 
@@ -146,6 +190,7 @@ class MySQLSink(Sink):
         return self.follower.apply_rows(expected, [s for s in staged if s.stages], job.store, done)
 
     def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
+        self.sessions.close()
         self.follower.drop_staging(staging_segment_prefix(job.batch.pipeline, segment.index))
         job.store.delete_prefix(scratch_segment_prefix(job.batch.pipeline, segment.index))
 

@@ -126,11 +126,36 @@ class Follower:
             for r in rows
         ]
 
-    def check_table(self, changes: TableChanges) -> tuple[FollowerColumn, ...]:
+    def tables_columns(self, tables: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[FollowerColumn]]:
+        """The columns of each (database, table) that exists, in one query (a batch may touch a
+        thousand tables: one round trip each would cost more than their rows)."""
+        found: dict[tuple[str, str], list[FollowerColumn]] = {}
+        for start in range(0, len(tables), 500):
+            chunk = tables[start:start + 500]
+            rows = self._rows(
+                "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_SET_NAME, "
+                "COLLATION_NAME, EXTRA FROM information_schema.COLUMNS WHERE (TABLE_SCHEMA, TABLE_NAME) IN ("
+                + ", ".join(["(%s, %s)"] * len(chunk)) + ") ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
+                [part for pair in chunk for part in pair],
+            )
+            for r in rows:
+                found.setdefault((r[0], r[1]), []).append(
+                    FollowerColumn(r[2], r[3].lower(), r[4], r[5], r[6], "GENERATED" in (r[7] or "").upper()))
+        return found
+
+    def check_tables(self, tables: Sequence[TableChanges]) -> list[tuple[FollowerColumn, ...]]:
+        """``check_table`` of each table, with one query for all their columns (a table not found
+        under its exact name is asked for alone, as ``check_table`` does)."""
+        columns = self.tables_columns([(t.database, t.table) for t in tables])
+        return [self.check_table(t, columns.get((t.database, t.table))) for t in tables]
+
+    def check_table(self, changes: TableChanges, columns: list[FollowerColumn] | None = None
+                    ) -> tuple[FollowerColumn, ...]:
         """The follower's columns in the batch's order; a clear error if the table is missing or
-        its columns are not the batch's."""
+        its columns are not the batch's. ``columns``: the table's, when already read."""
         name = f"`{changes.database}`.`{changes.table}`"
-        columns = self.table_columns(changes.database, changes.table)
+        if columns is None:
+            columns = self.table_columns(changes.database, changes.table)
         if not columns:
             raise FollowerSchemaError(
                 f"follower table {name} does not exist: copy it from the leader with a resnapshot run of the "

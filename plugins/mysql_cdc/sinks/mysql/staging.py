@@ -223,9 +223,10 @@ def _stage_removals(conn, plan: StagePlan, name: str, removals: _EncodedFile) ->
         raise StagingError(f"staging table {name}: loaded {loaded} rows, expected {removals.rows}")
 
 
-def prepare_partition(plan: StagePlan, partition: int, batches) -> dict:
+def prepare_partition(plan: StagePlan, partition: int, batches, conn=None, store=None) -> dict:
     """Split the partition's net rows into its staging table and its load file (see the module
-    docstring); returns the result row the driver applies."""
+    docstring); returns the result row the driver applies. ``conn`` (a follower session) and
+    ``store`` (the open batch store): the driver's, to use instead of opening its own."""
     removals = _EncodedFile(plan, plan.removal_columns, (COUNT, ROW))
     additions = _EncodedFile(plan, plan.insert_columns)
     counts = dict(rows=0, inserts=0, upserts=0, deletes=0, loaded=0)
@@ -244,17 +245,18 @@ def prepare_partition(plan: StagePlan, partition: int, batches) -> dict:
                 counts[key] += _count(ops, op)
         if removals.rows:
             result["stage"] = staging_name(plan.table_prefix, partition)
-            conn = connect(plan.follower, local_infile=True)
+            session = conn or connect(plan.follower, local_infile=True)
             try:
-                _stage_removals(conn, plan, result["stage"], removals)
+                _stage_removals(session, plan, result["stage"], removals)
             finally:
-                conn.close()
+                if conn is None:
+                    session.close()
         if additions.rows and plan.load_into:
             counts["loaded"] = _load_additions(plan, additions)
         elif additions.rows:
             additions.close()
             key = f"{plan.scratch_dir}/part-{partition:05d}.tsv"
-            plan.storage.open().put_file(additions.path, key)
+            (store or plan.storage.open()).put_file(additions.path, key)
             result.update(load_file=key, load_columns=additions.clause)
     finally:
         removals.remove()
