@@ -175,3 +175,12 @@ def test_the_threshold_comes_from_its_spark_property():
     for bad in ("-1", "many", ""):
         with pytest.raises(ValueError, match=r"spark\.mysql_cdc\.driverNetRows=.*>= 0 .*spark_conf"):
             netting.driver_net_rows(bad)
+
+
+def test_no_change_rows_net_to_no_rows():
+    """A replay overlapping the checkpoint can leave a table no rows after it."""
+    changes = netting.rows_after(change_table([("I", (1, 100, 0), (1, "a", None, None), None)]),
+                                 BinlogPosition("b.000002", 4))
+    assert changes.num_rows == 0
+    for net in (netting.net_keyed(changes, ["id", "k2"]), netting.net_keyless(changes, COLUMNS)):
+        assert net.num_rows == 0 and net.column_names == [*COLUMNS, cr.NET_OP, cr.NET_COUNT]

@@ -138,8 +138,10 @@ def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     # run, and the rows leave in key order (the follower then inserts them appending to its index).
     events = events.take(pc.sort_indices(events, [(k, "ascending") for k in keys] + [(_ORDER, "ascending")]))
     starts = _run_starts(events, list(keys))
-    first = pc.indices_nonzero(starts)
-    last = pa.array(np.append(first.to_numpy()[1:] - 1, events.num_rows - 1).astype(np.int64))
+    first = pc.indices_nonzero(starts).to_numpy()
+    # a run ends where the next one starts (none at all when there are no changes)
+    last = pa.array(np.append(first[1:] - 1, events.num_rows - 1) if len(first) else first, pa.int64())
+    first = pa.array(first, pa.int64())
     kind = events.column(_KIND).take(last)
     creates = events.column(_CREATES).take(first)
     kept = pc.invert(pc.and_(pc.equal(kind, cr.DELETE), creates))

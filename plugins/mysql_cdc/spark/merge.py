@@ -6,9 +6,9 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
 - ``rows``: for each table, executors read its Parquet files (``read.read_changes``), keep the
   rows after the checkpoint and net them (``transforms``); the sink prepares them (tables of a
   segment concurrently), then applies all tables of the segment and moves the checkpoint in one
-  commit. A small table (``apply.netting.DRIVER_NET_ROWS``) is read, netted and prepared right
-  here on the driver when its sink can take it (``Sink.stages_driver_rows``): no Spark job, so a
-  batch touching a thousand tables lightly costs what its rows cost.
+  commit. A table of up to ``driver_rows`` change rows (``apply.netting.DRIVER_NET_ROWS``: 1M)
+  is read, netted and prepared right here on the driver when its sink can take it
+  (``Sink.stages_driver_rows``): no Spark job, whose stages cost more than such a table's rows.
 - ``ddl``: replayed by the sink, exactly once.
 - ``snapshot``: one table's copy, its chunks caught up to one position (``transforms``), put in
   the table's place by the sink, which records the table's position.
