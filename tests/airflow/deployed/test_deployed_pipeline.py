@@ -276,12 +276,43 @@ def test_the_sensor_waits_in_the_triggerer_and_survives_its_crash(deployed):
     deployed.caught_up()
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the command name's ")"
+
+
+def spark_submit_under(airflow: AirflowDeployment, task_pid: int) -> int:
+    """The pid of the merge job (``merge_batch.py`` in its command line) running under the task
+    process ``task_pid``, once it has started."""
+    def find():
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if b"merge_batch.py" not in (entry / "cmdline").read_bytes():
+                    continue
+            except OSError:
+                continue
+            pid = int(entry.name)
+            while pid and pid != task_pid:
+                pid = _parent(pid) or 0
+            if pid == task_pid:
+                return int(entry.name)
+        return None
+    return airflow.wait(find, 120, f"the merge's spark-submit under task process {task_pid}", every=0.2)
+
+
 def test_a_task_process_killed_during_the_merge_is_retried(deployed):
     airflow = deployed.airflow
     deployed.leader.run_sql([f"INSERT INTO {DB}.events VALUES (7, 'killed-task')",
                              f"UPDATE {DB}.orders SET amount = -1 WHERE id < 50"])
     found = deployed.running_task("merge_batch")
-    time.sleep(8)  # inside spark-submit
+    # killed while its spark-submit runs: a batch this small merges in seconds (netted on the
+    # driver, no Spark session), so a fixed wait could land after the task has finished
+    spark_submit_under(airflow, found["ti"]["pid"])
     os.kill(found["ti"]["pid"], signal.SIGKILL)
     assert deployed.run_state(found["run"]["dag_run_id"]) == "success"
     tries = airflow.tries(PIPELINE, found["run"]["dag_run_id"], "merge_batch")
