@@ -75,21 +75,21 @@ class LakePipeline(Pipeline):
 
 
 def lake_submit(pipeline: LakePipeline, batch: ChangeBatch, work_dir: Path, extra_env: dict | None = None,
-                timeout: float = 400) -> subprocess.CompletedProcess:
+                timeout: float = 400, conf: dict | None = None) -> subprocess.CompletedProcess:
     """The merge job for a lake follower as the merge task submits it: the zip, the Delta jars and
-    properties (``SubmitNeeds``), the secrets in a 0600 file."""
+    properties (``SubmitNeeds``) and ``conf`` (a pipeline's spark_conf), the secrets in a 0600 file."""
     return _submit(pipeline, [str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)], work_dir, extra_env,
-                   timeout)
+                   timeout, conf)
 
 
 def lake_maintain(pipeline: LakePipeline, work_dir: Path, retain_hours: float) -> subprocess.CompletedProcess:
     """The lake maintenance job as its DAG's task submits it."""
     return _submit(pipeline, [str(MAINTAIN_JOB), "--pipeline", pipeline.name, "--retain-hours", str(retain_hours)],
-                   work_dir, None, 400)
+                   work_dir, None, 400, None)
 
 
 def _submit(pipeline: LakePipeline, application: list[str], work_dir: Path, extra_env: dict | None,
-            timeout: float) -> subprocess.CompletedProcess:
+            timeout: float, conf: dict | None) -> subprocess.CompletedProcess:
     work_dir.mkdir(parents=True, exist_ok=True)
     py_files = build_py_files(work_dir)
     secrets_file = work_dir / "secrets.json"
@@ -99,7 +99,7 @@ def _submit(pipeline: LakePipeline, application: list[str], work_dir: Path, extr
     env.update({SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable, **(extra_env or {})})
     cmd = [str(SPARK_SUBMIT), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--driver-java-options", "-XX:TieredStopAtLevel=1", "--jars", ",".join(needs.jars)]
-    for key, value in needs.conf:
+    for key, value in [*needs.conf, *(conf or {}).items()]:
         cmd += ["--conf", f"{key}={value}"]
     cmd += ["--py-files", py_files, *application]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

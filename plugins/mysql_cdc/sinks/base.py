@@ -104,15 +104,15 @@ class Sink(ABC):
         report's inserted, updated and deleted counts; called for several tables at once, from
         threads. Returns what ``commit_rows`` takes for the table."""
 
-    # Whether ``stage_net_rows`` takes a small table's net rows netted on the driver
-    # (``apply.netting``), so the merge job runs no Spark job for it.
-    stages_driver_rows = False
+    # The most change rows of a table ``stage_net_rows`` takes netted on the driver
+    # (``apply.netting``), for which the merge job runs no read-and-net Spark job; 0: none.
+    driver_rows_ceiling = 0
 
-    def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: Any, net: "pa.Table",
-                       report: "TableReport") -> Any:
-        """``stage_rows`` for a small table netted on the driver: ``net`` holds the rows
-        ``spark.transforms.net_changes`` would give, as Arrow. Only called when
-        ``stages_driver_rows``."""
+    def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: Any, changes: "pa.Table",
+                       net: "pa.Table", report: "TableReport") -> Any:
+        """``stage_rows`` for a small table netted on the driver: ``changes`` and ``net`` hold what
+        ``stage_rows`` gets as DataFrames, as Arrow. Only called for tables of at most
+        ``driver_rows_ceiling`` change rows."""
         raise NotImplementedError(f"{type(self).__name__} stages net rows from Spark only")
 
     @abstractmethod

@@ -8,7 +8,8 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
   segment concurrently), then applies all tables of the segment and moves the checkpoint in one
   commit. A table of up to ``driver_rows`` change rows (``apply.netting.DRIVER_NET_ROWS``: 1M)
   is read, netted and prepared right here on the driver when its sink can take it
-  (``Sink.stages_driver_rows``): no Spark job, whose stages cost more than such a table's rows.
+  (``Sink.driver_rows_ceiling``): no Spark job reads and nets it; their stages cost more than
+  such a table's rows.
 - ``ddl``: replayed by the sink, exactly once.
 - ``snapshot``: one table's copy, its chunks caught up to one position (``transforms``), put in
   the table's place by the sink, which records the table's position.
@@ -62,7 +63,7 @@ class _Context:
 
     def on_driver(self, table) -> bool:
         """Whether a table's rows are netted on the driver (``apply.netting``), not by Spark."""
-        return self.sink.stages_driver_rows and table.row_count <= self.driver_rows
+        return table.row_count <= min(self.driver_rows, self.sink.driver_rows_ceiling)
 
     @property
     def batch(self) -> ChangeBatch:
@@ -81,7 +82,8 @@ def _stage_table(ctx: _Context, segment: RowSegment, index: int, target, checkpo
     if ctx.on_driver(table):
         schema = change_schema(table, ctx.sink.change_metadata(table))
         changes = netting.rows_after(read_table(ctx.job.storage, ctx.batch.prefix, schema, table), position)
-        staged = ctx.sink.stage_net_rows(ctx.job, segment, index, target, netting.net_rows(changes, table), report)
+        staged = ctx.sink.stage_net_rows(ctx.job, segment, index, target, changes, netting.net_rows(changes, table),
+                                         report)
     else:
         changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table,
                                ctx.sink.change_metadata(table))

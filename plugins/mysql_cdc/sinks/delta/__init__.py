@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -37,6 +38,7 @@ from ...contracts import (
 )
 from ...contracts import change_row as cr
 from ...faults import crash_point
+from ...spark.read import spark_schema
 from ...state.delta import same_place
 from ...state.delta.location import LakeLocation, position_version
 from ...state.delta.tables import StateRow, StateTables
@@ -54,7 +56,7 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 class StagedRows:
     table: TableChanges
     target: DeltaTableRef
-    rows: DataFrame  # net rows in Delta values, cached for the counts and the MERGE
+    rows: DataFrame  # net rows in Delta values (from Spark's netting: cached for the counts and the MERGE)
     written: int
     log: tuple[DeltaTableRef, DataFrame] | None = None  # the changelog table and its new rows
 
@@ -169,12 +171,36 @@ class DeltaSink(Sink):
         table = segment.tables[index]
         rows = to_delta(net, table.columns, (cr.NET_OP, cr.NET_COUNT)).cache()
         counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
+        return self._stage(job, segment, index, target, rows, counts, report, lambda: changes)
+
+    # A table netted on the driver reaches Spark as one local relation built from its Arrow rows:
+    # ~0.3 s for 100k rows, against the 2-5 s of executors reading and netting any table. Above
+    # that the relation's cost grows with the rows (1M: several seconds to build and scan).
+    driver_rows_ceiling = 100_000
+
+    def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef,
+                       changes: pa.Table, net: pa.Table, report: TableReport) -> StagedRows:
+        table = segment.tables[index]
+        summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
+        counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
+        rows = to_delta(self._frame(net), table.columns, (cr.NET_OP, cr.NET_COUNT))
+        return self._stage(job, segment, index, target, rows, counts, report, lambda: self._frame(changes))
+
+    def _frame(self, rows: pa.Table) -> DataFrame:
+        # the schema the executors' read gives the same columns (an Arrow timestamp without a zone
+        # is TIMESTAMP_NTZ there; createDataFrame alone would make it a zoned TIMESTAMP)
+        return self.spark().createDataFrame(rows, schema=spark_schema(rows.schema))
+
+    def _stage(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef, rows: DataFrame,
+               counts: Mapping[str, int], report: TableReport, changes: Callable[[], DataFrame]) -> StagedRows:
+        """``changes``: the table's change rows, asked only when a changelog keeps them."""
+        table = segment.tables[index]
         report.inserted = counts.get(cr.INSERT, 0)
         report.updated = counts.get(cr.UPDATE, 0)
         report.deleted = counts.get(cr.DELETE, 0)
         staged = StagedRows(table, target, rows, report.inserted + report.updated + report.deleted)
         if self.change_metadata(table):
-            log_rows = changelog.changelog_rows(changes, table.columns)
+            log_rows = changelog.changelog_rows(changes(), table.columns)
             log_table = self.changelog_ref(job.batch.pipeline, table.database, table.table)
             # created here, outside the idempotent commit: only the append carries its transaction id
             changelog.follow(self.spark(), log_table, log_rows.schema)

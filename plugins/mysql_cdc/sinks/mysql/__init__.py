@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -162,10 +163,10 @@ class MySQLSink(Sink):
         report.inserted, report.updated, report.deleted = counts(staged)
         return staged
 
-    stages_driver_rows = True
+    driver_rows_ceiling = sys.maxsize  # whatever the job's threshold (netting.DRIVER_NET_ROWS)
 
     def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
-                       net: pa.Table, report: TableReport) -> StagedTable:
+                       changes: pa.Table, net: pa.Table, report: TableReport) -> StagedTable:
         # The rows are all here: prepared in this process as tasks would. A small table in this
         # thread, with its kept follower session; a large one in slices of at least
         # _DRIVER_PART_ROWS at once (encoding is Arrow compute and file writes, outside the GIL),
