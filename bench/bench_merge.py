@@ -22,16 +22,15 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 
+from bench_servers import leader_and_follower  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
@@ -170,17 +169,11 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, batch, logs)")
     args = parser.parse_args()
 
-    base = Path(tempfile.mkdtemp(prefix="bench-merge-"))
-    work = base / "work"
-    work.mkdir()
-    leader = MariaDBServer(base, "leader", server_id=1, binlog=True, die_with_parent=True)
-    follower = MariaDBServer(base, "follower", server_id=2, binlog=False, die_with_parent=True)
-    try:
-        leader.start()
-        follower.start()
-        leader_settings = MySQLSettings(**leader.create_user(
-            "bench_reader", "bench_pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"]))
-        follower_settings = MySQLSettings(**follower.create_user("bench_writer", "bench_pw", ["ALL PRIVILEGES ON *.*"]))
+    with leader_and_follower("bench-merge-", args.keep) as servers:
+        base, leader, follower = servers.base, servers.leader, servers.follower
+        leader_settings, follower_settings = servers.leader_settings, servers.follower_settings
+        work = base / "work"
+        work.mkdir()
 
         start = position(leader_settings)
         log(f"writing {args.rows} change rows on the leader ...")
@@ -236,13 +229,6 @@ def main() -> int:
         print(f"ratio merge/LOAD DATA: {result['merge_vs_load_data']} (target >= 0.6)")
         print(json.dumps(result, sort_keys=True))
         return 0
-    finally:
-        follower.stop()
-        leader.stop()
-        if args.keep:
-            log(f"kept {base}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)  # datadirs and binlogs: hundreds of MB per run
 
 
 if __name__ == "__main__":

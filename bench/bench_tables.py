@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench")]
 
 from bench_merge import position, run_spark_submit  # noqa: E402
+from bench_servers import leader_and_follower  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
@@ -164,24 +163,18 @@ def main() -> int:
     args = parser.parse_args()
     counts = [int(n) for n in args.tables.split(",")]
 
-    base = Path(tempfile.mkdtemp(prefix="bench-tables-"))
-    work = base / "work"
-    work.mkdir()
-    leader = MariaDBServer(base, "leader", server_id=1, binlog=True, die_with_parent=True)
-    follower = MariaDBServer(base, "follower", server_id=2, binlog=False, die_with_parent=True)
-    try:
-        leader.start()
-        follower.start()
-        settings = MySQLSettings(**leader.create_user(
-            "bench_reader", "bench_pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"]))
-        follower_settings = MySQLSettings(**follower.create_user("bench_writer", "bench_pw", ["ALL PRIVILEGES ON *.*"]))
+    with leader_and_follower("bench-tables-", args.keep) as servers:
+        base, leader, follower = servers.base, servers.leader, servers.follower
+        leader_settings, follower_settings = servers.leader_settings, servers.follower_settings
+        work = base / "work"
+        work.mkdir()
         store_uri = f"file://{base}/store"
 
         def secrets_for() -> JobSecrets:
             return JobSecrets(FollowerSpec.mysql(follower_settings), StorageSpec(store_uri))
 
         started = time.monotonic()
-        spreads = [measure(leader, follower, settings, secrets_for, store_uri, work, n, args.rows) for n in counts]
+        spreads = [measure(leader, follower, leader_settings, secrets_for, store_uri, work, n, args.rows) for n in counts]
         # keys of their own: make bench merges every benchmark's figures into one object
         result = {"tables_change_rows": args.rows, "tables_spreads": spreads,
                   "tables_bench_seconds": round(time.monotonic() - started, 1)}
@@ -196,13 +189,6 @@ def main() -> int:
               "target <= 3)")
         print(json.dumps(result, sort_keys=True))
         return 0
-    finally:
-        follower.stop()
-        leader.stop()
-        if args.keep:
-            log(f"kept {base}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

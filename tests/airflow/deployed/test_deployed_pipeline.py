@@ -16,10 +16,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import random
 import re
 import signal
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ import yaml
 
 from airflow_deployment import AirflowDeployment
 from lake_helpers import assert_lake_equals_leader
+from leader_writer import LeaderWriter
 from local_services import MariaDBServer
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
@@ -52,53 +51,6 @@ def conn(conn_type: str, **fields) -> str:
 
 def mysql_conn(params: dict) -> str:
     return conn("mysql", host=params["host"], port=params["port"], login=params["user"], password=params["password"])
-
-
-class LeaderWriter:
-    """Small transactions on three tables of the leader, from a thread, until stopped: inserts,
-    updates and deletes on keyed tables and duplicates on a keyless one."""
-
-    def __init__(self, server: MariaDBServer):
-        self.server, self.commits = server, 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-
-    def start(self) -> "LeaderWriter":
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        rnd = random.Random(7)
-        conn = self.server.connect(database=DB)
-        try:
-            with conn.cursor() as cur:
-                while not self._stop.is_set():
-                    key = rnd.randint(1, 3000)
-                    conn.begin()  # one transaction (the servers' connect() is autocommit)
-                    cur.execute("INSERT INTO orders (customer, amount) VALUES (%s, %s)", (key % 97, key / 7))
-                    cur.execute("UPDATE orders SET amount = amount + 1 WHERE id = %s", (key,))
-                    if key % 5 == 0:
-                        cur.execute("DELETE FROM orders WHERE id = %s", (key - 1,))
-                    cur.execute("INSERT INTO events VALUES (%s, 'tick')", (key % 3,))  # duplicates
-                    cur.execute("INSERT INTO accounts VALUES (%s, 1) ON DUPLICATE KEY UPDATE balance = balance + 1",
-                                (key % 50,))
-                    conn.commit()
-                    self.commits += 1
-                    self._stop.wait(0.05)
-        except BaseException as exc:  # surfaced by stop()
-            self.error = exc
-        finally:
-            conn.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        if self.error is not None:
-            raise self.error
 
 
 @dataclass
@@ -220,7 +172,7 @@ def task_logs(home: Path) -> dict[str, str]:
 
 
 def test_scheduled_runs_with_a_writer_keep_the_follower_equal(deployed):
-    writer = LeaderWriter(deployed.leader).start()
+    writer = LeaderWriter(deployed.leader, DB, keys=3000, accounts=50, pause=0.05, keyless="events").start()
     airflow = deployed.airflow
     try:
         # several scheduled runs while the writer commits; the first is the snapshot
