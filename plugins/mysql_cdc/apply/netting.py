@@ -87,9 +87,12 @@ def _null_safe_equal(a: pa.Array, b: pa.Array) -> pa.Array:
 def _images(changes: pa.Table, columns: Sequence[str], source: pa.Array, row: pa.Array) -> pa.Table:
     """Per (source, row): the after image (``_AFTER``) or the before image (``_BEFORE``) of that
     change row, as one table of the table's columns, all NULL-able."""
-    before = _before(changes).take(row)
     from_before = pc.equal(source, _BEFORE)
-    arrays = [pc.if_else(from_before, before.field(c), changes.column(c).take(row)) for c in columns]
+    if pc.any(from_before).as_py():
+        before = _before(changes).take(row)
+        arrays = [pc.if_else(from_before, before.field(c), changes.column(c).take(row)) for c in columns]
+    else:  # the usual case (no key moved away last, no update in a keyless table): after images only
+        arrays = [changes.column(c).take(row) for c in columns]
     schema = pa.schema([changes.schema.field(c).with_nullable(True) for c in columns])
     return pa.Table.from_arrays(arrays, schema=schema)
 
