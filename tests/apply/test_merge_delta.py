@@ -304,8 +304,8 @@ def test_a_crash_at_each_step_then_the_retry_leaves_every_table_equal(lake_pipel
               if BinlogPosition(r["_binlog_file"], r["_binlog_pos"]) < cut.position]
     assert at_cut == [("I", 1), ("I", 2)]
 
-    retried = lake_submit(pipeline, transfer, tmp_path / "retry")
-    assert retried.returncode == 0, job_output(retried)[-4000:]
+    # the retry: the same job again, here on the suite's session (the kill above was a real job's)
+    run_merge(spark, pipeline.manifest_uri(transfer), pipeline.secrets)
     assert_lake_equals_leader(pipeline)
     assert pipeline.checkpoint().position == transfer.end
     # each table got the transfer's rows in one commit (a MERGE, or the append into a new table),
@@ -351,6 +351,5 @@ def test_maintenance_compacts_and_vacuums_and_never_breaks_the_cut(lake_pipeline
     assert f"changelog of {db}.t" not in summary
     assert [r["id"] for r in changelog(pipeline, "u")] == [0, 1, 2]
 
-    retried = lake_submit(pipeline, pending, tmp_path / "retry")
-    assert retried.returncode == 0, job_output(retried)[-4000:]
+    run_merge(spark, pipeline.manifest_uri(pending), pipeline.secrets)  # the retry, on the suite's session
     assert_lake_equals_leader(pipeline)
