@@ -22,7 +22,6 @@ from mysql_cdc.faults import CRASH_ENV
 from mysql_cdc.capture.extract import CaptureError
 from mysql_cdc.settings import SnapshotOptions
 from mysql_cdc.contracts import COPYING, DONE, SWAPPING, SnapshotPendingError, plan_replay
-from mysql_cdc.apply.errors import MergeError
 from mysql_cdc.sinks.mysql import MySQLSink
 from mysql_cdc.spark.merge import run_merge
 from test_merge_types import COLUMNS, NULLS, ROW_1, ROW_2
