@@ -61,8 +61,13 @@ mysql: $(MYSQL_DIR)/.installed
 $(MYSQL_DIR)/.installed: scripts/install_mysql.sh
 	scripts/install_mysql.sh $(MYSQL_DIR)
 
+# Two pytest-xdist workers (PYTEST_WORKERS=0 runs in one process): most tests wait on a spark-submit,
+# a scheduler or a server rather than on the CPU, so two at once take ~half the time on 2 cores.
+# Each worker starts its own servers, Spark session and Airflow home; a whole file runs on one worker.
+PYTEST_WORKERS ?= 2
+
 test: setup test-native
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile tests
 
 # the compiled decoder's own unit tests (float and date arithmetic); the differential tests
 # against the reference decoder are in tests/capture/test_native_decoder.py
