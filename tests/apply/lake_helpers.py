@@ -6,10 +6,8 @@ own reader) at the consistent cut the state records."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 import struct
 import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass, fields
 from decimal import Decimal
@@ -17,13 +15,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from merge_helpers import SPARK_SUBMIT, Pipeline, _fetch, table_names
+from merge_helpers import Pipeline, _fetch, submit_job, table_names
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.snapshot_copy import snapshot_tables
 from mysql_cdc.contracts import ChangeBatch, Checkpoint
 from mysql_cdc.followers import FollowerSpec
-from mysql_cdc.packaging import MAINTAIN_JOB, MERGE_JOB, build_py_files
-from mysql_cdc.settings import SECRETS_ENV, JobSecrets, SnapshotOptions
+from mysql_cdc.packaging import MAINTAIN_JOB, MERGE_JOB
+from mysql_cdc.settings import JobSecrets, SnapshotOptions
 from mysql_cdc.state.delta import DeltaStateStore
 from mysql_cdc.state.delta.location import LakeLocation
 from mysql_cdc.state.delta.packages import submit_needs
@@ -78,35 +76,21 @@ def lake_submit(pipeline: LakePipeline, batch: ChangeBatch, work_dir: Path, extr
                 timeout: float = 400, conf: dict | None = None) -> subprocess.CompletedProcess:
     """The merge job for a lake follower as the merge task submits it: the zip, the Delta jars and
     properties (``SubmitNeeds``) and ``conf`` (a pipeline's spark_conf), the secrets in a 0600 file."""
-    return _submit(pipeline, [str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)], work_dir, extra_env,
-                   timeout, conf)
+    return _lake_job(pipeline, [str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)], work_dir,
+                     extra_env=extra_env, timeout=timeout, conf=conf)
 
 
 def lake_maintain(pipeline: LakePipeline, work_dir: Path, retain_hours: float) -> subprocess.CompletedProcess:
     """The lake maintenance job as its DAG's task submits it."""
-    return _submit(pipeline, [str(MAINTAIN_JOB), "--pipeline", pipeline.name, "--retain-hours", str(retain_hours)],
-                   work_dir, None, 400, None)
+    return _lake_job(pipeline, [str(MAINTAIN_JOB), "--pipeline", pipeline.name, "--retain-hours", str(retain_hours)],
+                     work_dir)
 
 
-def _submit(pipeline: LakePipeline, application: list[str], work_dir: Path, extra_env: dict | None,
-            timeout: float, conf: dict | None) -> subprocess.CompletedProcess:
-    work_dir.mkdir(parents=True, exist_ok=True)
-    py_files = build_py_files(work_dir)
-    secrets_file = work_dir / "secrets.json"
-    pipeline.secrets.write(str(secrets_file))
+def _lake_job(pipeline: LakePipeline, application: list[str], work_dir: Path, extra_env: dict | None = None,
+              timeout: float = 400, conf: dict | None = None) -> subprocess.CompletedProcess:
     needs = submit_needs()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update({SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable, **(extra_env or {})})
-    cmd = [str(SPARK_SUBMIT), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           "--driver-java-options", "-XX:TieredStopAtLevel=1", "--jars", ",".join(needs.jars)]
-    for key, value in [*needs.conf, *(conf or {}).items()]:
-        cmd += ["--conf", f"{key}={value}"]
-    cmd += ["--py-files", py_files, *application]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    secret = pipeline.lake.options.get("aws_secret_access_key")
-    if secret:
-        assert secret not in " ".join(cmd) and secret not in result.stdout + result.stderr
-    return result
+    return submit_job(pipeline.secrets, application, work_dir, extra_env=extra_env, timeout=timeout, jars=needs.jars,
+                      conf=[*needs.conf, *(conf or {}).items()], secret=pipeline.lake.options.get("aws_secret_access_key"))
 
 
 # -- comparing the leader with the lake ---------------------------------------------------------

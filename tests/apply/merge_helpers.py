@@ -137,25 +137,39 @@ class Pipeline:
             conn.close()
 
 
-def spark_submit(pipeline: Pipeline, batch: ChangeBatch, work_dir: Path, extra_env: dict | None = None,
-                 timeout: float = 300) -> subprocess.CompletedProcess:
-    """The merge job exactly as Airflow runs it: spark-submit with the py-files zip, secrets in a
-    0600 file named by the environment, nothing secret in argv."""
+def submit_job(secrets: JobSecrets, application: list[str], work_dir: Path, *, extra_env: dict | None = None,
+               timeout: float = 300, jars: Iterable[str] = (), conf: Iterable[tuple[str, str]] = (),
+               secret: str | None = None) -> subprocess.CompletedProcess:
+    """A job exactly as Airflow submits it: spark-submit with the py-files zip, ``jars`` and ``conf``
+    (a lake's Delta packages, a pipeline's spark_conf), secrets in a 0600 file named by the
+    environment, nothing secret in argv; ``secret`` is checked to be in neither argv nor the output."""
     work_dir.mkdir(parents=True, exist_ok=True)
     py_files = build_py_files(work_dir)
     secrets_file = work_dir / "secrets.json"
-    pipeline.secrets.write(str(secrets_file))
+    secrets.write(str(secrets_file))
     assert (secrets_file.stat().st_mode & 0o777) == 0o600
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # mysql_cdc must come from the zip
     env.update({SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable, **(extra_env or {})})
     cmd = [str(SPARK_SUBMIT), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            # C1-only JIT: halves the JVM warm-up that dominates a test-sized batch on 2 cores
-           "--driver-java-options", "-XX:TieredStopAtLevel=1",
-           "--py-files", py_files, str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)]
+           "--driver-java-options", "-XX:TieredStopAtLevel=1"]
+    jars = list(jars)
+    if jars:
+        cmd += ["--jars", ",".join(jars)]
+    for key, value in conf:
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += ["--py-files", py_files, *application]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert pipeline.follower_settings.password not in " ".join(cmd)
-    assert pipeline.follower_settings.password not in result.stdout + result.stderr
+    if secret:
+        assert secret not in " ".join(cmd) and secret not in result.stdout + result.stderr
     return result
+
+
+def spark_submit(pipeline: Pipeline, batch: ChangeBatch, work_dir: Path, extra_env: dict | None = None,
+                 timeout: float = 300) -> subprocess.CompletedProcess:
+    """The merge job into a MySQL follower as the merge task submits it (``submit_job``)."""
+    return submit_job(pipeline.secrets, [str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)], work_dir,
+                      extra_env=extra_env, timeout=timeout, secret=pipeline.follower_settings.password)
 
 
 def job_output(result: subprocess.CompletedProcess) -> str:

@@ -1,11 +1,16 @@
 """The Delta Lake sink's Spark-free parts: what an ALTER TABLE statement does to columns, each MySQL
 type's Delta type (from the batch's Arrow type and from a DDL statement), the transaction version
-of a position, the lake's spellings of one location for delta-rs and for Spark, and which tables
-a lake copies again instead of merging."""
+of a position, the lake's spellings of one location for delta-rs and for Spark, which tables a lake
+copies again instead of merging, and an empty table's append from Arrow (delta-rs, no Spark)."""
 
+import datetime as dt
+
+import pyarrow as pa
 import pytest
 
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, ColumnSpec, DdlSegment, DdlTarget, RowSegment, TableChanges
+from mysql_cdc.contracts import change_row as cr
+from mysql_cdc.sinks.delta.merges import append_arrow, arrow_inserts
 from mysql_cdc.sinks.delta.ddl import added_columns, column_drops, column_renames, created_columns, ddl_delta_type
 from mysql_cdc.sinks.delta.ddl import _existing_value as existing_value
 from mysql_cdc.sinks.delta.recopy import spark_type, tables_to_copy
@@ -144,3 +149,36 @@ def test_delta_rs_type_names_as_spark_spells_them(delta_rs, spark):
 ])
 def test_the_columns_a_create_table_defines(statement, columns):
     assert created_columns(statement) == columns
+
+
+def test_an_empty_tables_append_keeps_every_net_row_but_the_deletes_in_delta_values():
+    table = TableChanges("d", "t", (ColumnSpec("id", "int", "int32", False), ColumnSpec("tm", "time(6)", "duration[us]"),
+                                    ColumnSpec("at", "datetime(6)", "timestamp[us]")), ("id",), (), 3)
+    net = pa.table({
+        "id": pa.array([1, 2, 3], pa.int32()),
+        "tm": pa.array([dt.timedelta(hours=-838, microseconds=-1), None, dt.timedelta(seconds=1)], pa.duration("us")),
+        "at": pa.array([dt.datetime(2024, 1, 1, 12), None, None], pa.timestamp("us")),
+        cr.NET_OP: [cr.INSERT, cr.DELETE, cr.UPDATE], cr.NET_COUNT: pa.array([1, 1, 1], pa.int64()),
+    })
+    rows = arrow_inserts(table, net)
+    assert rows.schema == pa.schema([("id", pa.int32()), ("tm", pa.int64()), ("at", pa.timestamp("us"))])
+    assert rows.to_pylist() == [{"id": 1, "tm": -838 * 3600 * 10**6 - 1, "at": dt.datetime(2024, 1, 1, 12)},
+                                {"id": 3, "tm": 10**6, "at": None}]
+
+
+def test_an_arrow_append_is_one_commit_per_transaction_id(tmp_path):
+    """delta-rs does not skip a transaction id it has by itself (Spark does): ``append_arrow`` reads the
+    table's record of it first. No rows: no commit at all."""
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([], pa.int64())}))  # an empty table: version 0
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    append_arrow(uri, {}, rows, ("mysql-cdc/p/leader", 7))
+    append_arrow(uri, {}, rows, ("mysql-cdc/p/leader", 7))  # a retry of the same commit
+    append_arrow(uri, {}, rows.slice(0, 0), ("mysql-cdc/p/leader", 9))
+    table = DeltaTable(uri)
+    assert table.version() == 1 and table.transaction_version("mysql-cdc/p/leader") == 7
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [1, 2]
+    append_arrow(uri, {}, rows, ("mysql-cdc/p/leader", 8))  # the next segment's
+    assert DeltaTable(uri).version() == 2 and DeltaTable(uri).transaction_version("mysql-cdc/p/leader") == 8

@@ -104,15 +104,18 @@ class Sink(ABC):
         report's inserted, updated and deleted counts; called for several tables at once, from
         threads. Returns what ``commit_rows`` takes for the table."""
 
-    # The most change rows of a table ``stage_net_rows`` takes netted on the driver
-    # (``apply.netting``), for which the merge job runs no read-and-net Spark job; 0: none.
-    driver_rows_ceiling = 0
+    def takes_driver_rows(self, table: TableChanges) -> bool:
+        """Whether ``stage_net_rows`` takes this table's rows netted on the driver (``apply.netting``:
+        the merge job then runs no read-and-net Spark job for it). The job asks only for tables
+        within its own limit (``netting.DRIVER_NET_ROWS``); a sink says where its own handover
+        stops paying. None by default."""
+        return False
 
     def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: Any, changes: "pa.Table",
                        net: "pa.Table", report: "TableReport") -> Any:
-        """``stage_rows`` for a small table netted on the driver: ``changes`` and ``net`` hold what
-        ``stage_rows`` gets as DataFrames, as Arrow. Only called for tables of at most
-        ``driver_rows_ceiling`` change rows."""
+        """``stage_rows`` for a table netted on the driver: ``changes`` and ``net`` hold what
+        ``stage_rows`` gets as DataFrames, as Arrow. Only called for tables ``takes_driver_rows``
+        takes."""
         raise NotImplementedError(f"{type(self).__name__} stages net rows from Spark only")
 
     @abstractmethod

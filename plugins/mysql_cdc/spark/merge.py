@@ -8,7 +8,7 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
   segment concurrently), then applies all tables of the segment and moves the checkpoint in one
   commit. A table of up to ``driver_rows`` change rows (``apply.netting.DRIVER_NET_ROWS``: 1M)
   is read, netted and prepared right here on the driver when its sink can take it
-  (``Sink.driver_rows_ceiling``): no Spark job reads and nets it; their stages cost more than
+  (``Sink.takes_driver_rows``): no Spark job reads and nets it; their stages cost more than
   such a table's rows.
 - ``ddl``: replayed by the sink, exactly once.
 - ``snapshot``: one table's copy, its chunks caught up to one position (``transforms``), put in
@@ -63,7 +63,7 @@ class _Context:
 
     def on_driver(self, table) -> bool:
         """Whether a table's rows are netted on the driver (``apply.netting``), not by Spark."""
-        return table.row_count <= min(self.driver_rows, self.sink.driver_rows_ceiling)
+        return table.row_count <= self.driver_rows and self.sink.takes_driver_rows(table)
 
     @property
     def batch(self) -> ChangeBatch:

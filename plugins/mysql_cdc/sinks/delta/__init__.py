@@ -54,11 +54,26 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 @dataclass
 class StagedRows:
+    """One table's net rows for the segment's commit: a DataFrame for Spark's MERGE (``rows``), or,
+    for a table still empty, the Arrow rows delta-rs appends (``appended``)."""
+
     table: TableChanges
     target: DeltaTableRef
-    rows: DataFrame  # net rows in Delta values (from Spark's netting: cached for the counts and the MERGE)
     written: int
+    rows: DataFrame | None = None  # net rows in Delta values (from Spark's netting: cached for the counts and the MERGE)
+    appended: pa.Table | None = None  # the rows of an empty table's append, in Delta values
     log: tuple[DeltaTableRef, DataFrame] | None = None  # the changelog table and its new rows
+
+
+_LOCAL_RELATION_ROWS = 100_000  # the most change rows a non-empty table takes netted on the driver
+
+
+def _report_counts(report: TableReport, counts: Mapping[str, int]) -> int:
+    """Fill the report's counts from the net rows' (op -> rows); returns the rows written."""
+    report.inserted = counts.get(cr.INSERT, 0)
+    report.updated = counts.get(cr.UPDATE, 0)
+    report.deleted = counts.get(cr.DELETE, 0)
+    return report.inserted + report.updated + report.deleted
 
 
 class StateMovedError(RuntimeError):
@@ -171,34 +186,51 @@ class DeltaSink(Sink):
         table = segment.tables[index]
         rows = to_delta(net, table.columns, (cr.NET_OP, cr.NET_COUNT)).cache()
         counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
-        return self._stage(job, segment, index, target, rows, counts, report, lambda: changes)
+        staged = StagedRows(table, target, _report_counts(report, counts), rows=rows)
+        return self._keep(job, segment, staged, lambda: changes)
 
-    # A table netted on the driver reaches Spark as one local relation built from its Arrow rows:
-    # ~0.3 s for 100k rows, against the 2-5 s of executors reading and netting any table. Above
-    # that the relation's cost grows with the rows (1M: several seconds to build and scan).
-    driver_rows_ceiling = 100_000
+    def takes_driver_rows(self, table: TableChanges) -> bool:
+        # A table netted on the driver reaches a MERGE as one local relation built from its Arrow
+        # rows: ~0.3 s for 100k rows, against the 2-5 s of executors reading and netting any table;
+        # above that the relation's cost grows with the rows (1M: several seconds to build and
+        # scan). An empty table takes any number: delta-rs appends its Arrow rows, no relation.
+        return table.row_count <= _LOCAL_RELATION_ROWS or self._is_empty(table)
+
+    def _is_empty(self, table: TableChanges) -> bool:
+        """No data file (delta-rs's view, the same as ``merges.is_empty``'s): a table just created or
+        emptied, whose net rows are all appended. False for a table that does not exist yet."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            found = DeltaTable(self.location.table_uri(table.database, table.table),
+                               storage_options=self.location.storage_options())
+        except TableNotFoundError:
+            return False
+        return not found.file_uris()
 
     def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef,
                        changes: pa.Table, net: pa.Table, report: TableReport) -> StagedRows:
         table = segment.tables[index]
         summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
         counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
-        rows = to_delta(self._frame(net), table.columns, (cr.NET_OP, cr.NET_COUNT))
-        return self._stage(job, segment, index, target, rows, counts, report, lambda: self._frame(changes))
+        staged = StagedRows(table, target, _report_counts(report, counts))
+        if self._is_empty(table):
+            staged.appended = merges.arrow_inserts(table, net)
+        else:
+            staged.rows = to_delta(self._frame(net), table.columns, (cr.NET_OP, cr.NET_COUNT))
+        return self._keep(job, segment, staged, lambda: self._frame(changes))
 
     def _frame(self, rows: pa.Table) -> DataFrame:
         # the schema the executors' read gives the same columns (an Arrow timestamp without a zone
         # is TIMESTAMP_NTZ there; createDataFrame alone would make it a zoned TIMESTAMP)
         return self.spark().createDataFrame(rows, schema=spark_schema(rows.schema))
 
-    def _stage(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef, rows: DataFrame,
-               counts: Mapping[str, int], report: TableReport, changes: Callable[[], DataFrame]) -> StagedRows:
-        """``changes``: the table's change rows, asked only when a changelog keeps them."""
-        table = segment.tables[index]
-        report.inserted = counts.get(cr.INSERT, 0)
-        report.updated = counts.get(cr.UPDATE, 0)
-        report.deleted = counts.get(cr.DELETE, 0)
-        staged = StagedRows(table, target, rows, report.inserted + report.updated + report.deleted)
+    def _keep(self, job: BatchJob, segment: RowSegment, staged: StagedRows,
+              changes: Callable[[], DataFrame]) -> StagedRows:
+        """Keep ``staged`` for the segment's commit, with its changelog rows when the table has a
+        changelog (``changes``: the table's change rows, asked only then)."""
+        table = staged.table
         if self.change_metadata(table):
             log_rows = changelog.changelog_rows(changes(), table.columns)
             log_table = self.changelog_ref(job.batch.pipeline, table.database, table.table)
@@ -214,14 +246,19 @@ class DeltaSink(Sink):
         versions = dict(row.versions)
         applied = {}
         spark = self.spark()
-        with self.idempotent(self.app_id(job.batch), position_version(done.position)):
+        txn = (self.app_id(job.batch), position_version(done.position))
+        with self.idempotent(*txn):
             for i, s in enumerate(staged):
                 if i:
                     crash_point("between_tables")
                 started = time.monotonic()
                 if s.log is not None:
                     changelog.append(*s.log)
-                merges.merge_rows(spark, s.target, s.table, s.rows)
+                if s.appended is not None:
+                    merges.append_arrow(self.location.table_uri(s.table.database, s.table.table),
+                                        self.location.storage_options(), s.appended, txn)
+                else:
+                    merges.merge_rows(spark, s.target, s.table, s.rows)
                 versions[s.target.name] = self.version(s.table.database, s.table.table)
                 applied[s.table.qualified_name] = (s.written, time.monotonic() - started)
         crash_point("before_checkpoint")
@@ -230,7 +267,8 @@ class DeltaSink(Sink):
 
     def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
         for staged in self._staged.pop(segment.index, []):
-            staged.rows.unpersist()
+            if staged.rows is not None:
+                staged.rows.unpersist()
 
     # -- DDL --------------------------------------------------------------------------------------
 

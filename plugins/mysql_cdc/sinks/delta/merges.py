@@ -1,11 +1,16 @@
 """One table's net rows (``spark.transforms.net_changes``, in Delta values) applied to its Delta
 table as ONE ``MERGE`` commit: by primary key, or, for a table without one, by full rows as a
-multiset. The session's ``txnAppId``/``txnVersion`` (set by the sink) make the commit idempotent."""
+multiset. The session's ``txnAppId``/``txnVersion`` (set by the sink) make the commit idempotent.
+
+Into an empty table the net rows are an append (``append_rows``); rows netted on the driver are
+appended by delta-rs straight from Arrow (``append_arrow``), under the same transaction id."""
 
 from __future__ import annotations
 
 import itertools
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -44,6 +49,32 @@ def append_rows(target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> 
     columns = [quote(c.name) for c in table.columns]
     inserts = rows.where(F.col(cr.NET_OP) != cr.DELETE).select(*columns)
     inserts.write.format("delta").mode("append").save(target.path)
+
+
+def arrow_inserts(table: TableChanges, net: pa.Table) -> pa.Table:
+    """``append_rows``'s rows from Arrow net rows: every one but a delete, its table columns in
+    Delta values as ``tables.delta_value`` makes them (a TIME's microseconds; a timestamp without a
+    zone is delta-rs's TIMESTAMP_NTZ as it is)."""
+    inserts = net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE))
+    arrays = [pc.cast(inserts.column(c.name), pa.int64()) if c.arrow_type == "duration[us]" else inserts.column(c.name)
+              for c in table.columns]
+    return pa.table(arrays, names=[c.name for c in table.columns])
+
+
+def append_arrow(table_uri: str, storage_options: dict, rows: pa.Table, txn: tuple[str, int]) -> None:
+    """Append ``rows`` with delta-rs, as one commit carrying the transaction id ``txn`` (app id,
+    version). Spark skips an idempotent commit it already has by itself; delta-rs does not, so the
+    table's own record of the app's last version is read first: a retry after a crash that
+    followed this commit appends nothing twice. No rows: no commit."""
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    table = DeltaTable(table_uri, storage_options=storage_options)
+    app_id, version = txn
+    done = table.transaction_version(app_id)
+    if not rows.num_rows or (done is not None and done >= version):
+        return
+    write_deltalake(table, rows, mode="append",
+                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
 
 
 def merge_keyed(spark: SparkSession, target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -163,7 +162,8 @@ class MySQLSink(Sink):
         report.inserted, report.updated, report.deleted = counts(staged)
         return staged
 
-    driver_rows_ceiling = sys.maxsize  # whatever the job's threshold (netting.DRIVER_NET_ROWS)
+    def takes_driver_rows(self, table) -> bool:
+        return True  # whatever the job's limit: its rows are prepared right where they are
 
     def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
                        changes: pa.Table, net: pa.Table, report: TableReport) -> StagedTable:
