@@ -17,9 +17,9 @@ MYSQL_DIR := .local/mysql
 CARGO_PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
 
-.PHONY: setup apt venv native mysql jars test test-native test-capture bench bench-quick clean
+.PHONY: setup apt venv native mysql jars spark-cds test test-native test-capture bench bench-quick clean
 
-setup: apt venv native mysql jars
+setup: apt venv native mysql jars spark-cds
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
@@ -55,6 +55,16 @@ jars: $(JARS_DIR)/.installed
 $(JARS_DIR)/.installed: mk/spark-jars.txt scripts/fetch_jars.py
 	$(PYTHON) scripts/fetch_jars.py mk/spark-jars.txt $(JARS_DIR)
 	touch $@
+
+# The Spark driver JVM's class-data archive: Spark's classes parsed once, mapped by every merge's
+# driver (packaging.driver_defaults): about half of a small merge's spark-submit CPU. Specific to
+# this JDK and this pyspark, so made here, on the machine that runs the drivers.
+CDS_ARCHIVE := .local/spark/driver.jsa
+
+spark-cds: $(CDS_ARCHIVE)
+
+$(CDS_ARCHIVE): $(VENV)/.installed scripts/spark_cds.py scripts/spark_cds_warmup.py
+	$(PY) scripts/spark_cds.py $@
 
 mysql: $(MYSQL_DIR)/.installed
 

@@ -21,7 +21,7 @@ from mysql_cdc.followers import FollowerSpec
 from mysql_cdc.settings import ExtractOptions, SnapshotOptions
 from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange
 from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, read_checkpoint, read_table_positions, start_snapshot, write_checkpoint
-from mysql_cdc.packaging import MERGE_JOB, build_py_files
+from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options
 from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings
 from mysql_cdc.storage import StorageSpec
 
@@ -151,8 +151,8 @@ def submit_job(secrets: JobSecrets, application: list[str], work_dir: Path, *, e
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # mysql_cdc must come from the zip
     env.update({SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable, **(extra_env or {})})
     cmd = [str(SPARK_SUBMIT), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           # C1-only JIT: halves the JVM warm-up that dominates a test-sized batch on 2 cores
-           "--driver-java-options", "-XX:TieredStopAtLevel=1"]
+           # a real merge's driver options (C1-only JIT, the class-data archive, Spark's log at warnings)
+           "--driver-java-options", driver_java_options({})[DRIVER_JAVA_OPTIONS]]
     jars = list(jars)
     if jars:
         cmd += ["--jars", ",".join(jars)]

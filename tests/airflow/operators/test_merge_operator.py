@@ -1,10 +1,12 @@
 """CdcMergeOperator and the pieces of its submit: the spark-submit arguments (a pure function), which
-spark-submit runs, and the refusals that need no Spark. Real submits run in tests/airflow/dags."""
+spark-submit runs, the driver's class-data archive, and the refusals that need no Spark. The merge's
+real submits run in tests/airflow/dags."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from mysql_cdc.hooks.merge_job import JobInputs, spark_submit_binary, submit_arguments
+from mysql_cdc import packaging
 from mysql_cdc.packaging import LOG4J2_CONFIG, driver_java_options
 from mysql_cdc.operators import CdcMergeOperator
 from mysql_cdc.settings import SECRETS_ENV
@@ -20,7 +23,15 @@ PLUGINS = Path(__file__).resolve().parents[3] / "plugins"
 MANIFEST = "s3://lake/cdc/shop/batches/0000000001.00000000000000000004-0000000001.00000000000000000900/manifest.json"
 
 
-def test_submit_arguments_carry_no_secret_and_run_the_driver_here():
+@pytest.fixture
+def no_cds_archive(monkeypatch, tmp_path):
+    """This machine's class-data archive (``make setup`` writes one) out of the way: the options
+    below are the ones without it."""
+    monkeypatch.setattr(packaging, "SPARK_CDS_ARCHIVE", tmp_path / "no-archive.jsa")
+    return tmp_path / "no-archive.jsa"
+
+
+def test_submit_arguments_carry_no_secret_and_run_the_driver_here(no_cds_archive):
     inputs = JobInputs(py_files="/tmp/x/mysql_cdc.zip", env={SECRETS_ENV: "/tmp/x/job-secrets.json"})
     args = submit_arguments(MANIFEST, inputs, "mysql-cdc-merge-shop", {"spark.executor.memory": "2g"},
                             "/opt/spark/bin/spark-submit")
@@ -37,7 +48,7 @@ def test_submit_arguments_carry_no_secret_and_run_the_driver_here():
     }
 
 
-def test_the_driver_logs_warnings_only_and_jits_one_tier_unless_the_user_says_otherwise():
+def test_the_driver_logs_warnings_only_and_jits_one_tier_unless_the_user_says_otherwise(no_cds_archive):
     assert LOG4J2_CONFIG.is_file() and "rootLogger.level = warn" in LOG4J2_CONFIG.read_text()
     mine = {"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}
     assert driver_java_options(mine)["spark.driver.extraJavaOptions"] == \
@@ -48,6 +59,33 @@ def test_the_driver_logs_warnings_only_and_jits_one_tier_unless_the_user_says_ot
     their_log4j2 = {"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties"}
     assert driver_java_options(their_log4j2)["spark.driver.extraJavaOptions"] == \
         "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties -XX:TieredStopAtLevel=1"
+
+
+def test_the_driver_maps_the_class_data_archive_when_this_machine_has_one(no_cds_archive):
+    options = lambda conf: driver_java_options(conf)["spark.driver.extraJavaOptions"]  # noqa: E731
+    assert "SharedArchiveFile" not in options({})
+    no_cds_archive.write_bytes(b"")
+    assert options({}).endswith(f" -XX:SharedArchiveFile={no_cds_archive}")
+    theirs = {"spark.driver.extraJavaOptions": "-XX:SharedArchiveFile=/opt/spark/their.jsa"}
+    assert "their.jsa" in options(theirs) and str(no_cds_archive) not in options(theirs)
+
+
+def test_the_archive_make_setup_writes_is_mapped_by_a_real_driver(tmp_path):
+    """``-Xshare:on``: the JVM refuses to start unless it maps the archive (the default, auto,
+    would quietly run without it). An empty job through spark-submit, with the merge's options."""
+    assert packaging.SPARK_CDS_ARCHIVE.is_file(), "make setup writes it (scripts/spark_cds.py)"
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    job = tmp_path / "empty_job.py"
+    job.write_text("from pyspark.sql import SparkSession\n"
+                   "SparkSession.builder.getOrCreate().range(1).count()\n")
+    options = driver_java_options({})["spark.driver.extraJavaOptions"] + " -Xshare:on"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           "PATH": f"{spark_submit.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+                           "--driver-java-options", options, str(job)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
 
 def test_the_command_the_spark_provider_builds_from_them(monkeypatch):
