@@ -63,7 +63,7 @@ CDS_ARCHIVE := .local/spark/driver.jsa
 
 spark-cds: $(CDS_ARCHIVE)
 
-$(CDS_ARCHIVE): $(VENV)/.installed scripts/spark_cds.py scripts/spark_cds_warmup.py
+$(CDS_ARCHIVE): $(VENV)/.installed scripts/spark_cds.py scripts/spark_cds_warmup.py | apt
 	$(PY) scripts/spark_cds.py $@
 
 mysql: $(MYSQL_DIR)/.installed
@@ -76,7 +76,10 @@ $(MYSQL_DIR)/.installed: scripts/install_mysql.sh
 # Each worker starts its own servers, Spark session and Airflow home; a whole file runs on one worker.
 PYTEST_WORKERS ?= 2
 
-test: setup test-native
+# setup's parts run side by side (the downloads, the pip install and the Rust build), then the tests
+test:
+	@$(MAKE) --no-print-directory -j4 setup
+	@$(MAKE) --no-print-directory test-native
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile tests
 
 # the compiled decoder's own unit tests (float and date arithmetic); the differential tests
