@@ -174,11 +174,11 @@ def test_an_arrow_append_is_one_commit_per_transaction_id(tmp_path):
     uri = str(tmp_path / "t")
     write_deltalake(uri, pa.table({"id": pa.array([], pa.int64())}))  # an empty table: version 0
     rows = pa.table({"id": pa.array([1, 2], pa.int64())})
-    append_arrow(uri, {}, rows, ("mysql-cdc/p/leader", 7))
-    append_arrow(uri, {}, rows, ("mysql-cdc/p/leader", 7))  # a retry of the same commit
-    append_arrow(uri, {}, rows.slice(0, 0), ("mysql-cdc/p/leader", 9))
+    append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 7))
+    append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 7))  # a retry of the same commit
+    append_arrow(DeltaTable(uri), rows.slice(0, 0), ("mysql-cdc/p/leader", 9))
     table = DeltaTable(uri)
     assert table.version() == 1 and table.transaction_version("mysql-cdc/p/leader") == 7
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [1, 2]
-    append_arrow(uri, {}, rows, ("mysql-cdc/p/leader", 8))  # the next segment's
+    append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 8))  # the next segment's
     assert DeltaTable(uri).version() == 2 and DeltaTable(uri).transaction_version("mysql-cdc/p/leader") == 8

@@ -88,6 +88,7 @@ class DeltaSink(Sink):
         self.job: BatchJob | None = None
         self._session: Callable[[], SparkSession] | None = None
         self._staged: dict[int, list[StagedRows]] = {}
+        self._emptiness: dict[str, bool] = {}  # qualified table name -> no data file, this segment
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "DeltaSink":
@@ -118,11 +119,15 @@ class DeltaSink(Sink):
         # positions of two leaders do not compare: after a failover the versions start afresh
         return f"mysql-cdc/{batch.pipeline}/{batch.leader_id or 'leader'}"
 
-    def version(self, database: str, table: str) -> int:
+    def delta_rs(self, database: str, table: str):
+        """The table as delta-rs opens it (its latest version). Raises delta-rs's
+        ``TableNotFoundError`` for a table not created yet."""
         from deltalake import DeltaTable
 
-        return DeltaTable(self.location.table_uri(database, table),
-                          storage_options=self.location.storage_options()).version()
+        return DeltaTable(self.location.table_uri(database, table), storage_options=self.location.storage_options())
+
+    def version(self, database: str, table: str) -> int:
+        return self.delta_rs(database, table).version()
 
     @contextmanager
     def idempotent(self, app_id: str, version: int) -> Iterator[None]:
@@ -198,16 +203,18 @@ class DeltaSink(Sink):
 
     def _is_empty(self, table: TableChanges) -> bool:
         """No data file (delta-rs's view, the same as ``merges.is_empty``'s): a table just created or
-        emptied, whose net rows are all appended. False for a table that does not exist yet."""
-        from deltalake import DeltaTable
+        emptied, whose net rows are all appended. False for a table that does not exist yet. Asked
+        once per table and segment (``takes_driver_rows`` and ``stage_net_rows`` both need it;
+        ``discard_segment`` forgets the answers, as the segment's commit may change them)."""
         from deltalake.exceptions import TableNotFoundError
 
-        try:
-            found = DeltaTable(self.location.table_uri(table.database, table.table),
-                               storage_options=self.location.storage_options())
-        except TableNotFoundError:
-            return False
-        return not found.file_uris()
+        name = table.qualified_name
+        if name not in self._emptiness:
+            try:
+                self._emptiness[name] = not self.delta_rs(table.database, table.table).file_uris()
+            except TableNotFoundError:
+                self._emptiness[name] = False
+        return self._emptiness[name]
 
     def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef,
                        changes: pa.Table, net: pa.Table, report: TableReport) -> StagedRows:
@@ -255,8 +262,7 @@ class DeltaSink(Sink):
                 if s.log is not None:
                     changelog.append(*s.log)
                 if s.appended is not None:
-                    merges.append_arrow(self.location.table_uri(s.table.database, s.table.table),
-                                        self.location.storage_options(), s.appended, txn)
+                    merges.append_arrow(self.delta_rs(s.table.database, s.table.table), s.appended, txn)
                 else:
                     merges.merge_rows(spark, s.target, s.table, s.rows)
                 versions[s.target.name] = self.version(s.table.database, s.table.table)
@@ -266,6 +272,7 @@ class DeltaSink(Sink):
         return applied
 
     def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
+        self._emptiness.clear()
         for staged in self._staged.pop(segment.index, []):
             if staged.rows is not None:
                 staged.rows.unpersist()

@@ -61,14 +61,13 @@ def arrow_inserts(table: TableChanges, net: pa.Table) -> pa.Table:
     return pa.table(arrays, names=[c.name for c in table.columns])
 
 
-def append_arrow(table_uri: str, storage_options: dict, rows: pa.Table, txn: tuple[str, int]) -> None:
-    """Append ``rows`` with delta-rs, as one commit carrying the transaction id ``txn`` (app id,
-    version). Spark skips an idempotent commit it already has by itself; delta-rs does not, so the
-    table's own record of the app's last version is read first: a retry after a crash that
-    followed this commit appends nothing twice. No rows: no commit."""
-    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+def append_arrow(table, rows: pa.Table, txn: tuple[str, int]) -> None:
+    """Append ``rows`` to ``table`` (a delta-rs ``DeltaTable``), as one commit carrying the
+    transaction id ``txn`` (app id, version). Spark skips an idempotent commit it already has by
+    itself; delta-rs does not, so the table's own record of the app's last version is read first: a
+    retry after a crash that followed this commit appends nothing twice. No rows: no commit."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
 
-    table = DeltaTable(table_uri, storage_options=storage_options)
     app_id, version = txn
     done = table.transaction_version(app_id)
     if not rows.num_rows or (done is not None and done >= version):
