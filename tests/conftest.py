@@ -196,7 +196,7 @@ def spark():
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "plugins"), saved["PYTHONPATH"]]))
     from pyspark.sql import SparkSession
 
-    from mysql_cdc.packaging import driver_defaults
+    from mysql_cdc.packaging import cds_option
     from mysql_cdc.state.delta.packages import submit_needs
 
     # the Delta Lake follower's jars and properties, as its merge job is submitted with them
@@ -216,10 +216,10 @@ def spark():
         # tiered compilation the JVM reserves only 48 MB of code cache, and this one session JVM
         # compiles hundreds of Spark plans over the whole suite: it filled up ("Out of space in
         # CodeCache") and failed every later test
-        # The class-data archive of `make setup` (packaging.driver_defaults), as every merge driver maps it.
+        # The class-data archive of `make setup` (packaging.cds_option), as every merge driver maps it.
         .config("spark.driver.extraJavaOptions", " ".join(
             ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=256m",
-             *[o for w, o in driver_defaults().items() if w == "SharedArchiveFile"]]))
+             *filter(None, [cds_option()])]))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
