@@ -71,9 +71,11 @@ mysql: $(MYSQL_DIR)/.installed
 $(MYSQL_DIR)/.installed: scripts/install_mysql.sh
 	scripts/install_mysql.sh $(MYSQL_DIR)
 
-# Two pytest-xdist workers (PYTEST_WORKERS=0 runs in one process): most tests wait on a spark-submit,
-# a scheduler or a server rather than on the CPU, so two at once take ~half the time on 2 cores.
-# Each worker starts its own servers, Spark session and Airflow home; a whole file runs on one worker.
+# Two pytest-xdist workers (PYTEST_WORKERS=0 runs in one process). The suite is mostly CPU (JVMs
+# starting, Spark plans, servers), so two workers on 2 cores gain less than half: measured from a
+# fresh clone, 61 min in one process -> 51 min with two (the rest of the way to ~34 min came from the
+# driver's class-data archive and delta-rs's appends). Each worker starts its own servers, Spark
+# session and Airflow home; a whole file runs on one worker (long files first: tests/conftest.py).
 PYTEST_WORKERS ?= 2
 
 # setup's parts run side by side (the downloads, the pip install and the Rust build), then the tests
