@@ -123,14 +123,17 @@ class LocalStore:
         self.root = Path(root)
         self.uri = f"file://{self.root}"
         self._resolved_root = self.root.resolve()  # once: resolving walks every directory
+        self._root_text = str(self._resolved_root)
+        self._root_prefix = self._root_text.rstrip(os.sep) + os.sep
 
     def _path(self, key: str) -> Path:
         # lexical: the keys are ours, so ".." (or an absolute key) is the only way out of the root;
         # resolving every key through the file system cost a merge of a thousand small tables seconds
-        path = Path(os.path.normpath(self._resolved_root / key))
-        if self._resolved_root not in (path, *path.parents):
+        # (string operations: pathlib's parents cost a quarter of a millisecond per key)
+        path = os.path.normpath(os.path.join(self._root_text, key))
+        if path != self._root_text and not path.startswith(self._root_prefix):
             raise StorageError(f"key {key!r} escapes the storage root {self.root}")
-        return path
+        return Path(path)
 
     def put_file(self, local_path: str, key: str) -> None:
         target = self._path(key)

@@ -5,8 +5,8 @@ Through Spark every table costs a read stage, a shuffle and a prepare stage: sec
 scheduling and Python workers, whatever its rows. A batch touching many tables lightly (an OLTP
 application writes a few rows of many tables per interval) then cost what its table count did,
 and a 1M-row batch on a small machine paid for distribution it could not use. Here a table is
-read with pyarrow, netted with Arrow compute (vectorized: sorts, takes, comparisons; no Python per
-row) and prepared by the sink in the same process.
+read with pyarrow, netted with Arrow compute and numpy (vectorized: ranks, sorts, takes, comparisons;
+no Python per row) and prepared by the sink in the same process.
 
 These functions have exactly the semantics of ``spark.transforms`` (``after_checkpoint``,
 ``net_keyed_changes``, ``net_keyless_changes`` + ``expand_copies``), which stay the definition:
@@ -48,10 +48,11 @@ def table_columns(changes: pa.Table) -> list[str]:
 
 def rows_after(changes: pa.Table, position: BinlogPosition) -> pa.Table:
     """The change rows whose event lies at or after ``position`` (``transforms.after_checkpoint``)."""
-    seq, pos = changes.column(cr.BINLOG_SEQ), changes.column(cr.BINLOG_POS)
-    later = pc.or_(pc.greater(seq, position.sequence),
-                   pc.and_(pc.equal(seq, position.sequence), pc.greater_equal(pos, position.offset)))
-    return changes.filter(later)
+    # numpy: a few microseconds per call where an Arrow kernel costs tens, which a batch of a
+    # thousand small tables pays a thousand times; usually every row is after, and nothing is copied
+    seq, pos = (changes.column(c).to_numpy() for c in (cr.BINLOG_SEQ, cr.BINLOG_POS))
+    later = (seq > position.sequence) | ((seq == position.sequence) & (pos >= position.offset))
+    return changes if later.all() else changes.filter(pa.array(later))
 
 
 def _in_order(changes: pa.Table) -> pa.Table:
@@ -62,9 +63,8 @@ def _in_order(changes: pa.Table) -> pa.Table:
     return changes.take(pc.sort_indices(changes, [(c, "ascending") for c in cr.ORDER_COLUMNS]))
 
 
-# working columns (a leader table may not have columns starting with __mcdc_: check_table)
-_ORDER, _KIND, _CREATES, _SOURCE, _ROW, _DELTA = (
-    "__mcdc_order", "__mcdc_kind", "__mcdc_creates", "__mcdc_source", "__mcdc_row", "__mcdc_delta")
+# a working column (a leader table may not have columns starting with __mcdc_: check_table)
+_DELTA = "__mcdc_delta"
 
 
 def _before(changes: pa.Table) -> pa.StructArray:
@@ -78,12 +78,6 @@ def _grouping(values: pa.Array) -> pa.Array:
     return values
 
 
-def _null_safe_equal(a: pa.Array, b: pa.Array) -> pa.Array:
-    """Spark's ``<=>``: NULLs equal each other, and the answer is never NULL."""
-    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-    return pc.or_(pc.fill_null(pc.equal(a, b), False), both_null)
-
-
 def _images(changes: pa.Table, columns: Sequence[str], source: pa.Array, row: pa.Array) -> pa.Table:
     """Per (source, row): the after image (``_AFTER``) or the before image (``_BEFORE``) of that
     change row, as one table of the table's columns, all NULL-able."""
@@ -92,7 +86,7 @@ def _images(changes: pa.Table, columns: Sequence[str], source: pa.Array, row: pa
         before = _before(changes).take(row)
         arrays = [pc.if_else(from_before, before.field(c), changes.column(c).take(row)) for c in columns]
     else:  # the usual case (no key moved away last, no update in a keyless table): after images only
-        arrays = [changes.column(c).take(row) for c in columns]
+        arrays = changes.select(columns).take(row).columns  # one take for all columns
     schema = pa.schema([changes.schema.field(c).with_nullable(True) for c in columns])
     return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -101,70 +95,73 @@ def _with_net(images: pa.Table, ops: pa.Array, counts: pa.Array) -> pa.Table:
     return images.append_column(OP, ops.cast(pa.string())).append_column(COUNT, counts.cast(pa.int64()))
 
 
+def _key_ranks(after: pa.Array, old: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ranks of one key column's values over ``after`` and ``old`` together: equal values
+    (NULLs with NULLs, -0.0 with 0.0) share a rank, and ranks follow the values' sort order. With
+    the ranks, finding and ordering each key's events is integer work in numpy: a few microseconds
+    per step where an Arrow kernel costs tens, for any key type."""
+    ranks = pc.rank(pa.concat_arrays([after, old.cast(after.type)]), sort_keys="ascending",
+                    tiebreaker="dense").to_numpy()
+    return ranks[:len(after)], ranks[len(after):]
+
+
+_NET_OPS = pa.array([cr.DELETE, cr.INSERT, cr.UPDATE])  # indexed by the op codes below
+_OP_DELETE, _OP_INSERT, _OP_UPDATE = 0, 1, 2
+
+
 def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     """One row per key touched, as ``transforms.net_keyed_changes``: the last image, ``__mcdc_op``
     ``U`` (replace), ``I`` (the key's first event created it: insert only) or ``D``, and
     ``__mcdc_n`` = 1; a key created and deleted inside the batch disappears. Rows in key order."""
     changes = _in_order(changes)
+    n = changes.num_rows
     columns, before = table_columns(changes), _before(changes)
     op = changes.column(cr.OP).combine_chunks()
-    rows = pa.array(np.arange(changes.num_rows, dtype=np.int64))
-    same_key = pa.array(np.ones(changes.num_rows, dtype=bool))
-    for k in key_columns:
-        same_key = pc.and_(same_key, _null_safe_equal(changes.column(k).combine_chunks(), before.field(k)))
-    key_changed = pc.and_(pc.equal(op, cr.UPDATE), pc.invert(same_key))
+    # the op letters as numpy bytes: three comparisons for a few microseconds
+    fixed = pc.cast(op, pa.binary(1))
+    letters = np.frombuffer(fixed.buffers()[1], dtype="S1", count=n, offset=fixed.offset) if n \
+        else np.empty(0, dtype="S1")
+    is_insert, is_update, is_delete = (letters == o.encode() for o in (cr.INSERT, cr.UPDATE, cr.DELETE))
+    # per key column, the ranks of the rows' (after) keys and of the updates' before keys
+    updates = np.flatnonzero(is_update)
+    ranks = [_key_ranks(changes.column(k).combine_chunks(), before.field(k).take(pa.array(updates)))
+             for k in key_columns]
+    same_key = np.ones(len(updates), dtype=bool)
+    for after, old in ranks:
+        same_key &= after[updates] == old
+    key_changed = np.zeros(n, dtype=bool)
+    key_changed[updates[~same_key]] = True
+    moved = updates[~same_key]
     # Every change row is one event on its (after) key: a delete deletes, an insert or update
     # upserts. An update that changes the key is also an event deleting the old key, ordered just
     # before it (order 2i vs 2i+1), so "the last event per key" is the net effect.
-    keys = {f"__mcdc_key{i}": _grouping(changes.column(k).combine_chunks()) for i, k in enumerate(key_columns)}
-    events = pa.table({
-        **keys,
-        _ORDER: pc.add(pc.multiply(rows, 2), 1),
-        _KIND: pc.if_else(pc.equal(op, cr.DELETE), cr.DELETE, cr.UPDATE),
-        _CREATES: pc.or_(pc.equal(op, cr.INSERT), key_changed),
-        _SOURCE: pa.array(np.full(changes.num_rows, _AFTER, dtype=np.int8)),
-        _ROW: rows,
-    })
-    moved = pc.indices_nonzero(key_changed)
-    if len(moved):
-        old = {f"__mcdc_key{i}": _grouping(before.field(k).take(moved)) for i, k in enumerate(key_columns)}
-        events = pa.concat_tables([events, pa.table({
-            **old,
-            _ORDER: pc.multiply(moved.cast(pa.int64()), 2),
-            _KIND: pa.array([cr.DELETE] * len(moved)),
-            _CREATES: pa.array(np.zeros(len(moved), dtype=bool)),
-            _SOURCE: pa.array(np.full(len(moved), _BEFORE, dtype=np.int8)),
-            _ROW: moved.cast(pa.int64()),
-        })]).sort_by(_ORDER)
+    keys = [np.concatenate([after, old[~same_key]]) for after, old in ranks]
+    order = np.concatenate([2 * np.arange(n, dtype=np.int64) + 1, 2 * moved.astype(np.int64)])
+    deletes = np.concatenate([is_delete, np.ones(len(moved), dtype=bool)])
+    creates = np.concatenate([is_insert | key_changed, np.zeros(len(moved), dtype=bool)])
+    source = np.concatenate([np.full(n, _AFTER, dtype=np.int8), np.full(len(moved), _BEFORE, dtype=np.int8)])
+    row = np.concatenate([np.arange(n, dtype=np.int64), moved.astype(np.int64)])
     # Per key, the last event and the first one's "creates" (a key whose first event created it
     # was not in the follower before the batch): sorted by key then order, a key's events are one
     # run, and the rows leave in key order (the follower then inserts them appending to its index).
-    events = events.take(pc.sort_indices(events, [(k, "ascending") for k in keys] + [(_ORDER, "ascending")]))
-    starts = _run_starts(events, list(keys))
-    first = pc.indices_nonzero(starts).to_numpy()
+    events = np.lexsort([order, *reversed(keys)])  # lexsort's last key sorts first
+    starts = np.ones(len(events), dtype=bool)
+    if len(events) > 1:
+        same = np.ones(len(events) - 1, dtype=bool)
+        for key in keys:
+            ranked = key[events]
+            same &= ranked[1:] == ranked[:-1]
+        starts[1:] = ~same
+    first = np.flatnonzero(starts)
     # a run ends where the next one starts (none at all when there are no changes)
-    last = pa.array(np.append(first[1:] - 1, events.num_rows - 1) if len(first) else first, pa.int64())
-    first = pa.array(first, pa.int64())
-    kind = events.column(_KIND).take(last)
-    creates = events.column(_CREATES).take(first)
-    kept = pc.invert(pc.and_(pc.equal(kind, cr.DELETE), creates))
-    last, kind, creates = last.filter(kept), kind.filter(kept), creates.filter(kept)
-    ops = pc.if_else(pc.equal(kind, cr.DELETE), cr.DELETE, pc.if_else(creates, cr.INSERT, cr.UPDATE))
-    images = _images(changes, columns, events.column(_SOURCE).take(last).combine_chunks(),
-                     events.column(_ROW).take(last).combine_chunks())
-    return _with_net(images, ops, pa.array(np.ones(len(last), dtype=np.int64)))
-
-
-def _run_starts(events: pa.Table, keys: list[str]) -> pa.Array:
-    """For rows sorted by ``keys``: whether each row's key differs from the previous row's."""
-    n = events.num_rows
-    if n == 0:
-        return pa.array([], pa.bool_())
-    same = pa.array(np.ones(n - 1, dtype=bool))
-    for k in keys:
-        column = events.column(k).combine_chunks()
-        same = pc.and_(same, _null_safe_equal(column.slice(1), column.slice(0, n - 1)))
-    return pa.concat_arrays([pa.array([True]), pc.invert(same)])
+    last = np.append(first[1:] - 1, len(events) - 1) if len(first) else first
+    deleted, created = deletes[events][last], creates[events][first]
+    kept = ~(deleted & created)
+    last, deleted, created = last[kept], deleted[kept], created[kept]
+    codes = np.where(deleted, _OP_DELETE, np.where(created, _OP_INSERT, _OP_UPDATE))
+    picked = events[last]
+    images = _images(changes, columns, pa.array(source[picked]), pa.array(row[picked]))
+    return _with_net(images, _NET_OPS.take(pa.array(codes)), pa.array(np.ones(len(picked), dtype=np.int64)))
 
 
 def net_keyless(changes: pa.Table, columns: Sequence[str]) -> pa.Table:

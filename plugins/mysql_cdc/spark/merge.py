@@ -81,7 +81,7 @@ def _stage_table(ctx: _Context, segment: RowSegment, index: int, target, checkpo
     position = table_position(checkpoint, ctx.positions, table.database, table.table)
     if ctx.on_driver(table):
         schema = change_schema(table, ctx.sink.change_metadata(table))
-        changes = netting.rows_after(read_table(ctx.job.storage, ctx.batch.prefix, schema, table), position)
+        changes = netting.rows_after(read_table(ctx.job.store, ctx.batch.prefix, schema, table), position)
         staged = ctx.sink.stage_net_rows(ctx.job, segment, index, target, changes, netting.net_rows(changes, table),
                                          report)
     else:
@@ -128,7 +128,8 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
         )
         started = time.monotonic()
         applied = ctx.sink.commit_rows(ctx.job, checkpoint, staged, done)
-        commit_seconds = time.monotonic() - started - sum(seconds for _, seconds in applied.values())
+        # (tables whose rows were sent during staging count follower seconds spent before the commit)
+        commit_seconds = max(0.0, time.monotonic() - started - sum(seconds for _, seconds in applied.values()))
     finally:
         _discard(ctx, segment)
     for report in reports.values():

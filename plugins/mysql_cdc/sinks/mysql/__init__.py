@@ -6,6 +6,9 @@ How a batch lands (``Sink`` methods; the modules beside this one do the work):
   into a staging table in the follower, final rows into a load file in the batch store; then the
   driver applies every table of the segment and moves the checkpoint in ONE follower transaction
   (``follower.Follower.apply_rows``, ``rows``), which LOADs the files straight into the tables.
+  A small keyed table netted on the driver skips both: its net rows become a DELETE and an INSERT
+  (``statements``), sent with other tables' in one round trip of that same transaction, which a
+  sender thread begins while the segment's other tables are still being prepared (``stream``).
 - DDL: replayed on the follower in its dialect (``dialect``), crash-safe through the checkpoint's
   pending-DDL marker.
 - a copy: loaded by the executors in parallel into a shadow table beside the target, which the
@@ -29,11 +32,13 @@ from functools import partial
 from typing import Any, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ...apply.reader import snapshot_schema
 from ...apply.report import TableReport
+from ...contracts import change_row as cr
 from ...contracts import SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TablePositions
 from ...faults import crash_point
 from ...settings import MySQLSettings
@@ -42,9 +47,11 @@ from ..base import BatchJob, Sink, TableCopy
 from .connection import connect
 from .follower import Follower
 from .staging import (
-    PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix,
+    OP, PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix,
     scratch_segment_prefix, staging_prefix, staging_segment_prefix, staging_table_prefix,
 )
+from .statements import table_statements, takes_statements
+from .stream import StatementSender
 from .tables import FollowerColumn, StagedTable
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -59,6 +66,13 @@ def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
     tagged = net.withColumn(PARTITION, F.spark_partition_id())
     results = tagged.mapInArrow(partial(prepare_partitions, plan), spark_schema(RESULT_SCHEMA)).collect()
     return [r.asDict() for r in results]
+
+
+def _counts_row(net: pa.Table) -> dict:
+    """The stage result (``RESULT_SCHEMA``) of a table applied by statements: its counts only."""
+    ops = dict(zip(*(c.to_pylist() for c in pc.value_counts(net.column(OP)).flatten())))
+    return dict(stage=None, load_file=None, load_columns=None, rows=net.num_rows, inserts=ops.get(cr.INSERT, 0),
+                upserts=ops.get(cr.UPDATE, 0), deletes=ops.get(cr.DELETE, 0), loaded=0)
 
 
 def counts(staged: StagedTable) -> tuple[int, int, int]:
@@ -102,12 +116,16 @@ class MySQLSink(Sink):
         self.settings = settings
         self.follower = Follower(settings, leader_flavor)
         self.sessions = ThreadSessions(settings)
+        # the running segment's statement sender (``stream``), if one of its tables started it
+        self._sending: StatementSender | None = None
+        self._sending_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "MySQLSink":
         return cls(MySQLSettings(**settings), leader_flavor)
 
     def close(self) -> None:
+        self._abandon_statements()
         self.sessions.close()
         self.follower.close()
 
@@ -172,6 +190,14 @@ class MySQLSink(Sink):
         # _DRIVER_PART_ROWS at once (encoding is Arrow compute and file writes, outside the GIL),
         # each slice with a session of its own.
         table = segment.tables[index]
+        if takes_statements(table, target, net.num_rows):
+            statements = table_statements(table, target, net)
+            if statements.size <= self.follower.statement_bytes:
+                staged = StagedTable(table, target, (_counts_row(net),) if net.num_rows else (), statements)
+                report.inserted, report.updated, report.deleted = counts(staged)
+                if staged.stages:
+                    self._sender(job).put(staged)
+                return staged
         plan = self._plan(job, segment, index, table, target)
         parts = max(1, min(os.cpu_count() or 1, net.num_rows // _DRIVER_PART_ROWS))
         if parts == 1:
@@ -186,11 +212,36 @@ class MySQLSink(Sink):
         report.inserted, report.updated, report.deleted = counts(staged)
         return staged
 
+    def _sender(self, job: BatchJob) -> StatementSender:
+        """The segment's statement sender (``stream``), started by its first statement table."""
+        with self._sending_lock:
+            if self._sending is None:
+                self._sending = StatementSender(self.follower, job.batch.pipeline, self.follower.statement_bytes)
+            return self._sending
+
+    def _stop_sending(self) -> StatementSender | None:
+        with self._sending_lock:
+            sender, self._sending = self._sending, None
+        return sender
+
     def commit_rows(self, job: BatchJob, expected: Checkpoint, staged: list[StagedTable],
                     done: Checkpoint) -> dict[str, tuple[int, float]]:
-        return self.follower.apply_rows(expected, [s for s in staged if s.stages], job.store, done)
+        return self.follower.apply_rows(expected, [s for s in staged if s.stages], job.store, done,
+                                        self._stop_sending())
+
+    def _abandon_statements(self) -> None:
+        """Roll back what a sender sent for a segment that failed before its commit (before this
+        session runs anything else: a DDL statement would commit it)."""
+        sender = self._stop_sending()
+        if sender is not None:
+            try:
+                sender.finish()
+            except Exception:  # noqa: BLE001 - the segment failed already; its own error is reported
+                pass
+            self.follower.rollback()
 
     def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
+        self._abandon_statements()
         self.sessions.close()
         self.follower.drop_staging(staging_segment_prefix(job.batch.pipeline, segment.index))
         job.store.delete_prefix(scratch_segment_prefix(job.batch.pipeline, segment.index))

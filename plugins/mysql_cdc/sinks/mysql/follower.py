@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Iterator, Sequence
 
 import pymysql
+from pymysql.constants import CLIENT
 
 from ...contracts import (
     DONE, SWAPPING, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, SnapshotSegment, TableChanges, TablePosition,
@@ -39,9 +40,11 @@ from .encoding import quote_ident
 from .dialect import DdlTranslator, flavor_of
 from ...apply.errors import CheckpointError, FollowerSchemaError, MergeError
 from ...faults import crash_point
-from .rows import apply_keyed, apply_keyless, diverged, load_rows
+from .rows import apply_keyed, apply_keyless, apply_statements, diverged, load_rows
 from ...contracts.change_row import RESERVED_PREFIX
 from .staging import qualified_staging
+from .statements import STATEMENT_BYTES
+from .stream import StatementSender
 from .tables import FollowerColumn, StagedTable, qualified, shadow_name, shadow_sql
 
 log = logging.getLogger(__name__)
@@ -55,9 +58,13 @@ _ER_NO_SUCH_TABLE, _ER_BAD_DB = 1146, 1049
 class Follower:
     def __init__(self, settings: MySQLSettings, leader_flavor: str | None = None):
         self.settings = settings
-        # LOAD DATA LOCAL INFILE writes the batch's rows inside the segment transaction
-        self.conn = connect(settings, local_infile=True)
-        self.flavor = flavor_of(self._rows("SELECT VERSION()")[0][0])
+        # LOAD DATA LOCAL INFILE writes the batch's rows inside the segment transaction; small
+        # tables' statements go many per round trip (``rows.apply_statements``)
+        self.conn = connect(settings, local_infile=True, client_flag=CLIENT.MULTI_STATEMENTS)
+        version, max_packet = self._rows("SELECT VERSION(), @@max_allowed_packet")[0]
+        self.flavor = flavor_of(version)
+        # the SQL one round trip of statements may carry: well within what the server accepts
+        self.statement_bytes = min(STATEMENT_BYTES, int(max_packet) // 4)
         # the leader's DDL in this server's dialect (a MySQL leader and a MariaDB follower, or the
         # reverse): ``leader_flavor`` is the batch's server_flavor
         self.dialect = DdlTranslator(leader_flavor or self.flavor, self.flavor)
@@ -84,13 +91,31 @@ class Follower:
     def table_positions(self, pipeline: str) -> TablePositions:
         return read_table_positions(self.conn, pipeline)
 
-    @contextmanager
-    def locked(self, expected: Checkpoint, crash_before_commit: bool = False) -> Iterator:
-        """A transaction holding the pipeline's checkpoint row locked (serializes merges of one
-        pipeline); refuses to go on if the checkpoint moved since the job planned its work."""
+    def lock_checkpoint(self, pipeline: str) -> Checkpoint | None:
+        """Begin a transaction holding the pipeline's checkpoint row locked (serializes merges of
+        one pipeline); returns the checkpoint as the lock found it."""
         self.conn.begin()
         try:
-            current = read_checkpoint(self.conn, expected.pipeline, for_update=True)
+            return read_checkpoint(self.conn, pipeline, for_update=True)
+        except BaseException:
+            self.rollback()
+            raise
+
+    def rollback(self) -> None:
+        try:
+            self.conn.rollback()
+        except pymysql.MySQLError:
+            pass  # the connection is gone: the server rolls back on its own
+
+    @contextmanager
+    def locked(self, expected: Checkpoint, crash_before_commit: bool = False, begun: bool = False,
+               current: Checkpoint | None = None) -> Iterator:
+        """A transaction holding the pipeline's checkpoint row locked (``lock_checkpoint``), committed
+        at the end; refuses to go on if the checkpoint moved since the job planned its work.
+        ``begun``: the transaction was begun already, and ``current`` is the checkpoint its lock found."""
+        if not begun:
+            current = self.lock_checkpoint(expected.pipeline)
+        try:
             if current is None or (current.position, current.pending_ddl_pos) != (
                 expected.position, expected.pending_ddl_pos
             ):
@@ -106,10 +131,7 @@ class Follower:
                 crash_point("before_commit")
             self.conn.commit()
         except BaseException:
-            try:
-                self.conn.rollback()
-            except pymysql.MySQLError:
-                pass  # the connection is gone: the server rolls back on its own
+            self.rollback()
             raise
 
     # -- tables -------------------------------------------------------------------------------
@@ -212,13 +234,22 @@ class Follower:
     # -- row segments -------------------------------------------------------------------------
 
     def apply_rows(self, expected: Checkpoint, tables: Sequence[StagedTable], store: ObjectStore,
-                   done: Checkpoint) -> dict[str, tuple[int, float]]:
-        """Apply the prepared tables of one row segment (staging tables and load files, the latter
-        in ``store``) and move the checkpoint to ``done``, in one transaction. Returns (rows
-        written, seconds) per table."""
-        applied = {}
-        with self.locked(expected, crash_before_commit=True) as cur:
-            for staged in tables:
+                   done: Checkpoint, sent: StatementSender | None = None) -> dict[str, tuple[int, float]]:
+        """Apply the prepared tables of one row segment (statements; staging tables and load files,
+        the latter in ``store``) and move the checkpoint to ``done``, in one transaction. ``sent``:
+        that transaction was begun by a sender that has sent the statements of ``tables`` already
+        (``stream``). Returns (rows written, seconds) per table."""
+        applied, current = {}, None
+        if sent is not None:
+            try:
+                applied, current = sent.finish(), sent.checkpoint
+            except BaseException:
+                self.rollback()
+                raise
+        with self.locked(expected, crash_before_commit=True, begun=sent is not None, current=current) as cur:
+            if sent is None:
+                applied.update(apply_statements(cur, [s for s in tables if s.statements], self.statement_bytes))
+            for staged in (s for s in tables if not s.statements):
                 started = time.monotonic()
                 apply = apply_keyed if staged.changes.key_columns else apply_keyless
                 written = apply(cur, store, staged)

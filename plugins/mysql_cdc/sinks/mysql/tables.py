@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...contracts import SnapshotSegment, TableChanges
 from .encoding import quote_ident
+
+if TYPE_CHECKING:
+    from .statements import TableStatements
+
 
 def qualified(database: str, table: str) -> str:
     return f"{quote_ident(database)}.{quote_ident(table)}"
@@ -71,11 +76,14 @@ class FollowerColumn:
 
 @dataclass(frozen=True)
 class StagedTable:
-    """One table's net rows of a row segment, prepared per Spark partition (staging.py)."""
+    """One table's net rows of a row segment, prepared per Spark partition (staging.py), or, for
+    a small keyed table, as two statements (statements.py: ``statements``, and one stage row of
+    counts with no staging table and no load file)."""
 
     changes: TableChanges
     columns: tuple[FollowerColumn, ...]  # the follower's columns, in the batch's order
     stages: tuple[dict, ...]  # staging.RESULT_SCHEMA rows: staging table, load file, per-op counts
+    statements: TableStatements | None = None
 
     def total(self, field: str) -> int:
         return sum(s[field] for s in self.stages)
