@@ -45,6 +45,8 @@ ROWS = [
      "merge_vs_load_data", ">= 0.6"),
     ("merge of 100k change rows over 1,000 tables (s)", "merge_1000_tables_seconds", "merge_1_tables_seconds",
      "the same rows in one table", "merge_tables_growth", "<= 3"),
+    ("... the follower's own CPU in that merge (s)", "merge_1000_tables_follower_cpu_seconds", "merge_1_tables_seconds",
+     "the one-table merge", "merge_tables_follower_floor", "the growth's floor"),
     ("largest seconds behind, 5 min of small transactions, deployed Airflow", "lag_under_load", None,
      "", None, "<= 120 s"),
     ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
@@ -118,7 +120,7 @@ def main() -> None:
         extract_args.append("--rss")
     results.update(run_child(extract_args))
     results.update(run_child(["bench/bench_merge.py", "--rows", str(args.merge_rows), "--repeat", str(args.repeat)]))
-    results.update(run_child(["bench/bench_tables.py", "--rows", str(args.tables_rows)]))
+    results.update(run_child(["bench/bench_tables.py", "--rows", str(args.tables_rows), "--repeat", str(args.repeat)]))
     results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
     snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows), "--repeat", str(args.repeat)]
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
