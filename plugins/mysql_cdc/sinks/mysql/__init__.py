@@ -185,11 +185,9 @@ class MySQLSink(Sink):
 
     def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
                        changes: pa.Table, net: pa.Table, report: TableReport) -> StagedTable:
-        # The rows are all here: prepared in this process as tasks would. A small table in this
-        # thread, with its kept follower session; a large one in slices of at least
-        # _DRIVER_PART_ROWS at once (encoding is Arrow compute and file writes, outside the GIL),
-        # each slice with a session of its own.
         table = segment.tables[index]
+        # A small keyed table: a DELETE and an INSERT, handed to the segment's sender right away
+        # (``statements``, ``stream``); the commit only waits for it.
         if takes_statements(table, target, net.num_rows):
             statements = table_statements(table, target, net)
             if statements.size <= self.follower.statement_bytes:
@@ -198,6 +196,10 @@ class MySQLSink(Sink):
                 if staged.stages:
                     self._sender(job).put(staged)
                 return staged
+        # Otherwise the rows are prepared in this process as tasks would. A small table in this
+        # thread, with its kept follower session; a large one in slices of at least
+        # _DRIVER_PART_ROWS at once (encoding is Arrow compute and file writes, outside the GIL),
+        # each slice with a session of its own.
         plan = self._plan(job, segment, index, table, target)
         parts = max(1, min(os.cpu_count() or 1, net.num_rows // _DRIVER_PART_ROWS))
         if parts == 1:
