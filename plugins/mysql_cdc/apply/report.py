@@ -52,23 +52,23 @@ class MergeSummary:
     segments_applied: int = 0
     seconds: float = 0.0
     tables: list[TableReport] = field(default_factory=list)
-    # (table, kind) -> its report in ``tables``; not part of the summary's JSON
-    _index: dict = field(default_factory=dict, repr=False, compare=False)
+    # (table, kind) -> its report in ``tables``, so ``add`` finds it without a scan (a batch may
+    # touch thousands of tables); not part of the summary's JSON
+    _index: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._index = {(t.table, t.kind): t for t in self.tables}
 
     def add(self, report: TableReport) -> None:
         """Count a table's figures in, summed with its earlier ones (a DDL splits a batch into
         segments, each applied on its own: the user reads one line per table)."""
-        # found by name, not by a scan: a batch may touch thousands of tables
-        index = {(t.table, t.kind): t for t in self.tables} if len(self._index) != len(self.tables) else self._index
-        existing = index.get((report.table, report.kind))
-        if existing is not None:
-            for name in ("rows_in", "inserted", "updated", "deleted", "rows_written", "stage_seconds",
-                         "apply_seconds"):
-                setattr(existing, name, getattr(existing, name) + getattr(report, name))
-        else:
+        existing = self._index.get((report.table, report.kind))
+        if existing is None:
             self.tables.append(report)
-            index[(report.table, report.kind)] = report
-        self._index = index
+            self._index[(report.table, report.kind)] = report
+            return
+        for name in ("rows_in", "inserted", "updated", "deleted", "rows_written", "stage_seconds", "apply_seconds"):
+            setattr(existing, name, getattr(existing, name) + getattr(report, name))
 
     @property
     def net_rows(self) -> int:
