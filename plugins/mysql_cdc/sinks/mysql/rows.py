@@ -139,12 +139,15 @@ def _check_statement(cur, staged: StagedTable, kind: str) -> int:
     expected = staged.statements.deletes_expected if kind == "delete" else staged.statements.inserts_expected
     if cur.warning_count:
         # A server that is not strict stores a value it cannot hold altered, with a warning: refused,
-        # as the load file's warnings are. (SHOW WARNINGS would describe the round trip's last
-        # statement, not this one.)
+        # as the load file's warnings are. The leader held the value, so the follower's column is
+        # not the leader's (a length or precision ``check_table`` does not compare): re-copying the
+        # table recreates it from the leader's definition. (SHOW WARNINGS would describe the round
+        # trip's last statement, not this one.)
         raise StagingError(
             f"{qualified(staged.changes.database, staged.changes.table)}: the follower took the batch's {kind} with "
-            f"{cur.warning_count} warning(s): it would store values other than the leader's; nothing was "
-            "committed. Make its sql_mode strict (STRICT_TRANS_TABLES), then rerun")
+            f"{cur.warning_count} warning(s): it would store values other than the leader's (its columns cannot "
+            "hold them: their definition drifted from the leader's); nothing was committed. Re-copy the table "
+            f"with a resnapshot run (conf {{\"resnapshot\": [\"{staged.changes.qualified_name}\"]}})")
     if cur.rowcount != expected:
         what = "deleting the batch's changed keys found" if kind == "delete" else "inserting the batch's rows wrote"
         raise diverged(staged, what, expected, cur.rowcount)
