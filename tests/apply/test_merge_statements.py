@@ -5,6 +5,7 @@ against real followers."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from merge_helpers import assert_same_database
@@ -14,9 +15,12 @@ from mysql_cdc.sinks.mysql.connection import connect
 from mysql_cdc.sinks.mysql.follower import Follower
 from mysql_cdc.sinks.mysql.rows import apply_statements
 from mysql_cdc.sinks.mysql.staging import StagingError
-from mysql_cdc.sinks.mysql.statements import STATEMENT_ROWS, TableStatements, takes_statements
+from mysql_cdc.contracts import change_row as cr
+from mysql_cdc.sinks.mysql.statements import (
+    STATEMENT_ROWS, TableStatements, table_statements, tables_statements, takes_statements,
+)
 from mysql_cdc.sinks.mysql.tables import FollowerColumn, StagedTable
-from mysql_cdc.spark.merge import run_merge
+from mysql_cdc.spark.merge import DRIVER_GROUP_ROWS, DRIVER_GROUP_TABLES, driver_groups, run_merge
 
 # text that SQL must carry byte for byte: quotes, backslashes, a TAB, a NUL, a line end, emoji
 TRICKY = ["it''s", "back\\\\slash", "tab\\there", "nul\\0byte", "line\\nend", "emoji 😀", "trailing  "]
@@ -85,6 +89,102 @@ def test_keys_of_every_kind_the_statements_take_merge_exactly(make_pipeline, fla
     assert counts["u"] == (1, 2, 1)
     assert counts["s"] == (1, 1, 3)  # the renamed key: its old key deleted, the new one inserted
     assert counts["l"] == (0, 1, 1)
+
+
+# many small tables in one batch, more than one driver group: keyed by an integer or by text (as
+# statements), by a DECIMAL (a staging table) or by nothing (a keyless staging table)
+MANY = DRIVER_GROUP_TABLES + 6
+SHAPES = [
+    "id INT PRIMARY KEY, v VARCHAR(20), n DECIMAL(8,2)",
+    "k VARCHAR(10) PRIMARY KEY, at DATETIME(6), b VARBINARY(8)",
+    "id BIGINT PRIMARY KEY, f DOUBLE, t TEXT",
+    "d DECIMAL(6,1) PRIMARY KEY, v VARCHAR(20)",
+    "id INT, v VARCHAR(20)",
+]
+SHAPE_ROWS = [
+    "({i}, 'v{i}', {i}.25)", "('k{i}', '2024-01-01 00:00:0{d}.5', X'0{d}ff')", "({i}, {i} / 3, REPEAT('t', {i}))",
+    "({i}.5, 'v{i}')", "({i}, 'v{i}')",
+]
+
+
+def test_a_batch_of_many_small_tables_merges_exactly_in_groups(make_pipeline):
+    pipeline = make_pipeline(start=False)
+    db, leader = pipeline.database, pipeline.leader
+    # the same tables and rows on both servers before the pipeline starts (DDL replay is tested elsewhere)
+    creates = [f"CREATE TABLE t{n:02d} ({SHAPES[n % len(SHAPES)]})" for n in range(MANY)]
+    inserts = [f"INSERT INTO t{n:02d} VALUES " + ", ".join(SHAPE_ROWS[n % len(SHAPES)].format(i=i, d=i % 10)
+                                                           for i in range(1, 6)) for n in range(MANY)]
+    for server in (leader, pipeline.follower):
+        server.run_sql([f"CREATE DATABASE {db}", f"USE {db}", *creates, *inserts])
+    pipeline.start()
+
+    # per shape: a key moved (or, keyless, a row changed), a row deleted
+    moves = ["UPDATE {t} SET id = id + 100 WHERE id = 2", "UPDATE {t} SET k = CONCAT(k, 'x') WHERE k = 'k2'",
+             "UPDATE {t} SET id = id + 100 WHERE id = 2", "UPDATE {t} SET d = d + 100 WHERE d = 2.5",
+             "UPDATE {t} SET v = 'moved' WHERE id = 2"]
+    deletes = ["id = 1", "k = 'k1'", "id = 1", "d = 1.5", "id = 1"]
+    changes = []
+    for n in range(MANY):  # in transactions of a few tables each, as an application writes them
+        t, shape = f"t{n:02d}", n % len(SHAPES)
+        if n % 4 == 0:
+            changes.append("BEGIN")
+        changes += [moves[shape].format(t=t), f"DELETE FROM {t} WHERE {deletes[shape]}",
+                    f"INSERT INTO {t} VALUES " + SHAPE_ROWS[shape].format(i=9, d=9)]
+        if n % 4 == 3 or n == MANY - 1:
+            changes.append("COMMIT")
+    # and rows changed in place, in a second transaction of the same tables
+    changes += [f"UPDATE t{n:02d} SET v = CONCAT(v, ' changed') WHERE v IS NOT NULL" for n in range(0, MANY, len(SHAPES))]
+    batch = pipeline.capture([f"USE {db}", *changes])
+    tables = [t for s in batch.segments if s.kind == "rows" for t in s.tables]
+    assert len(tables) == MANY
+    summary = run_merge(_no_spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert_same_database(leader, pipeline.follower, db)
+    assert sum(t.deleted for t in summary.tables) >= MANY and sum(t.inserted for t in summary.tables) >= MANY
+
+
+def test_driver_groups_hold_a_bounded_number_of_tables_and_rows():
+    sizes = [10] * (DRIVER_GROUP_TABLES + 1) + [DRIVER_GROUP_ROWS + 1, 5, DRIVER_GROUP_ROWS - 5, 5]
+    tables = [TableChanges("db", f"t{i}", (), ("k",), ("f.parquet",), n) for i, n in enumerate(sizes)]
+    groups = driver_groups(tables, list(range(len(tables))))
+    big = DRIVER_GROUP_TABLES + 1
+    assert groups == [list(range(DRIVER_GROUP_TABLES)), [DRIVER_GROUP_TABLES], [big], [big + 1, big + 2], [big + 3]]
+    assert driver_groups(tables, []) == []
+
+
+def _net(rows: list[tuple], names: list[str], types: list[pa.DataType]) -> pa.Table:
+    """Net rows (``apply.netting``'s form) of the columns ``names``: (values..., op)."""
+    arrays = [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)]
+    ops = pa.array([r[-1] for r in rows], pa.string())
+    return pa.Table.from_arrays([*arrays, ops, pa.array([1] * len(rows), pa.int64())], names=[*names, cr.NET_OP, cr.NET_COUNT])
+
+
+def test_statements_made_for_tables_together_are_each_tables_own():
+    """Literals are made per type for all tables at once; each table must get its own rows back."""
+    from decimal import Decimal
+
+    spec = [("id", "int", "int32"), ("v", "varchar", "string"), ("n", "decimal", "decimal128(8, 2)"),
+            ("b", "varbinary", "binary")]
+    types = [pa.int32(), pa.string(), pa.decimal128(8, 2), pa.binary()]
+
+    def table(name: str, rows: list[tuple]) -> tuple:
+        changes = TableChanges("db", name, tuple(ColumnSpec(*c) for c in spec), ("id",), ("f.parquet",), len(rows))
+        follower = tuple(FollowerColumn(c[0], c[1], c[1], None, None, False) for c in spec)
+        return changes, follower, _net(rows, [c[0] for c in spec], types)
+
+    tables = [
+        table("a", [(1, "one", Decimal("1.50"), b"\x00\x01", "I"), (2, None, None, None, "U"), (3, "x", None, b"", "D")]),
+        table("b", [(7, "seven'\\", Decimal("-7.00"), b"\xff", "U")]),
+        table("c", []),
+        table("d", [(4, "four", Decimal("4.00"), None, "D"), (5, "😀", Decimal("0.01"), b"\n", "I")]),
+    ]
+    together = tables_statements(tables)
+    assert together == [table_statements(*t) for t in tables]
+    assert together[0] == TableStatements(
+        "DELETE FROM `db`.`a` WHERE `id` IN (2, 3)", 2,
+        "INSERT INTO `db`.`a` (`id`, `v`, `n`, `b`) VALUES (1, _utf8mb4 X'6f6e65', '1.50', UNHEX('0001')), "
+        "(2, NULL, NULL, NULL)", 2)
+    assert together[2] == TableStatements(None, 0, None, 0)
+    assert together[3].insert.endswith("(5, _utf8mb4 X'f09f9880', '0.01', UNHEX('0a'))")
 
 
 def _table(name: str, key_types: list[str], keys: tuple[str, ...] = ("k",)) -> tuple[TableChanges, tuple]:

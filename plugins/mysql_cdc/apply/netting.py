@@ -67,6 +67,20 @@ def _in_order(changes: pa.Table) -> pa.Table:
 _DELTA = "__mcdc_delta"
 
 
+def op_letters(ops: pa.Array) -> np.ndarray:
+    """A string array of one-letter ops (``I``, ``U``, ``D``) as numpy bytes, straight from its data
+    buffer when every value is one byte (as capture and netting write them)."""
+    n = len(ops)
+    if not n:
+        return np.empty(0, dtype="S1")
+    if pa.types.is_string(ops.type) and not ops.null_count:
+        offsets = np.frombuffer(ops.buffers()[1], dtype=np.int32, count=n + 1, offset=ops.offset * 4)
+        if offsets[-1] - offsets[0] == n and np.all(offsets[1:] - offsets[:-1] == 1):
+            return np.frombuffer(ops.buffers()[2], dtype="S1", count=n, offset=int(offsets[0]))
+    fixed = pc.cast(ops, pa.binary(1))
+    return np.frombuffer(fixed.buffers()[1], dtype="S1", count=n, offset=fixed.offset)
+
+
 def _before(changes: pa.Table) -> pa.StructArray:
     return changes.column(cr.BEFORE).combine_chunks()
 
@@ -78,11 +92,13 @@ def _grouping(values: pa.Array) -> pa.Array:
     return values
 
 
-def _images(changes: pa.Table, columns: Sequence[str], source: pa.Array, row: pa.Array) -> pa.Table:
+def _images(changes: pa.Table, columns: Sequence[str], source: np.ndarray, row: np.ndarray) -> pa.Table:
     """Per (source, row): the after image (``_AFTER``) or the before image (``_BEFORE``) of that
     change row, as one table of the table's columns, all NULL-able."""
-    from_before = pc.equal(source, _BEFORE)
-    if pc.any(from_before).as_py():
+    from_before = source == _BEFORE
+    row = pa.array(row)
+    if from_before.any():
+        from_before = pa.array(from_before)
         before = _before(changes).take(row)
         arrays = [pc.if_else(from_before, before.field(c), changes.column(c).take(row)) for c in columns]
     else:  # the usual case (no key moved away last, no update in a keyless table): after images only
@@ -100,10 +116,14 @@ def _with_net(images: pa.Table, ops: pa.Array, counts: pa.Array) -> pa.Table:
 
 def _key_ranks(after: pa.Array, old: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Dense ranks of one key column's values over ``after`` and ``old`` together: equal values
-    (NULLs with NULLs, -0.0 with 0.0) share a rank, and ranks follow the values' sort order. With
+    (NULLs with NULLs, -0.0 with 0.0) share a rank, and ranks follow the values' sort order (for
+    integers without NULLs, the values themselves: they compare and sort the same). With
     the ranks, finding and ordering each key's events is integer work in numpy: a few microseconds
     per step where an Arrow kernel costs tens, for any key type."""
     old = old if old.type == after.type else old.cast(after.type)  # (a no-op cast costs tens of µs)
+    if pa.types.is_integer(after.type) and not after.null_count and not old.null_count:
+        # integers without NULLs compare and sort as their own values: no rank needed
+        return after.to_numpy(), old.to_numpy()
     ranks = pc.rank(pa.concat_arrays([after, old]), sort_keys="ascending", tiebreaker="dense").to_numpy()
     return ranks[:len(after)], ranks[len(after):]
 
@@ -119,11 +139,8 @@ def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     changes = _in_order(changes)
     n = changes.num_rows
     columns, before = table_columns(changes), _before(changes)
-    op = changes.column(cr.OP).combine_chunks()
     # the op letters as numpy bytes: three comparisons for a few microseconds
-    fixed = pc.cast(op, pa.binary(1))
-    letters = np.frombuffer(fixed.buffers()[1], dtype="S1", count=n, offset=fixed.offset) if n \
-        else np.empty(0, dtype="S1")
+    letters = op_letters(changes.column(cr.OP).combine_chunks())
     is_insert, is_update, is_delete = (letters == o.encode() for o in (cr.INSERT, cr.UPDATE, cr.DELETE))
     # per key column, the ranks of the rows' (after) keys and of the updates' before keys
     updates = np.flatnonzero(is_update)
@@ -163,7 +180,7 @@ def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     last, deleted, created = last[kept], deleted[kept], created[kept]
     codes = np.where(deleted, _OP_DELETE, np.where(created, _OP_INSERT, _OP_UPDATE))
     picked = events[last]
-    images = _images(changes, columns, pa.array(source[picked]), pa.array(row[picked]))
+    images = _images(changes, columns, source[picked], row[picked])
     return _with_net(images, _NET_OPS.take(pa.array(codes)), pa.array(np.ones(len(picked), dtype=np.int64)))
 
 
@@ -172,12 +189,11 @@ def net_keyless(changes: pa.Table, columns: Sequence[str]) -> pa.Table:
     then ``expand_copies``: a row whose count went up as that many ``I`` rows (``__mcdc_n`` = 1),
     one whose count went down as one ``D`` row with ``__mcdc_n`` copies to remove."""
     op = changes.column(cr.OP).combine_chunks()
-    rows = pa.array(np.arange(changes.num_rows, dtype=np.int64))
+    rows = np.arange(changes.num_rows, dtype=np.int64)
     updates = pc.indices_nonzero(pc.equal(op, cr.UPDATE)).cast(pa.int64())
     # inserts and update after-images count +1, deletes and update before-images -1
-    source = pa.concat_arrays([pa.array(np.full(changes.num_rows, _AFTER, dtype=np.int8)),
-                               pa.array(np.full(len(updates), _BEFORE, dtype=np.int8))])
-    row = pa.concat_arrays([rows, updates])
+    source = np.concatenate([np.full(changes.num_rows, _AFTER, dtype=np.int8), np.full(len(updates), _BEFORE, dtype=np.int8)])
+    row = np.concatenate([rows, updates.to_numpy()])
     delta = pa.concat_arrays([pc.if_else(pc.equal(op, cr.DELETE), -1, 1).cast(pa.int64()),
                               pa.array(np.full(len(updates), -1, dtype=np.int64))])
     images = _images(changes, columns, source, row)

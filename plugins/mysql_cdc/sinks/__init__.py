@@ -7,6 +7,6 @@ place, and commit each with the batch's position. ``mysql_cdc.followers`` names 
 and state store; ``sinks.mysql`` is a MySQL/MariaDB server.
 """
 
-from .base import BatchJob, Sink, TableCopy
+from .base import BatchJob, NetTable, Sink, TableCopy
 
-__all__ = ["BatchJob", "Sink", "TableCopy"]
+__all__ = ["BatchJob", "NetTable", "Sink", "TableCopy"]

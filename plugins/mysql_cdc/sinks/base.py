@@ -40,6 +40,18 @@ class TableCopy:
     rows: Callable[[], tuple["DataFrame | None", tuple[int, int, int]]]
 
 
+@dataclass(frozen=True)
+class NetTable:
+    """One table of a row segment netted on the driver (``apply.netting``), as ``stage_net_tables``
+    takes it."""
+
+    index: int  # in the segment's tables
+    target: Any  # what ``check_table`` returned for it
+    changes: "pa.Table"  # its change rows after the follower's position
+    net: "pa.Table"  # their net rows
+    report: "TableReport"
+
+
 class Sink(ABC):
     """One follower, written by one merge job. Opened per job (``with``); every commit carries
     the checkpoint it expects to find (``expected``) and the one it leaves (``done``), so two
@@ -105,17 +117,17 @@ class Sink(ABC):
         threads. Returns what ``commit_rows`` takes for the table."""
 
     def takes_driver_rows(self, table: TableChanges) -> bool:
-        """Whether ``stage_net_rows`` takes this table's rows netted on the driver (``apply.netting``:
+        """Whether ``stage_net_tables`` takes this table's rows netted on the driver (``apply.netting``:
         the merge job then runs no read-and-net Spark job for it). The job asks only for tables
         within its own limit (``netting.DRIVER_NET_ROWS``); a sink says where its own handover
         stops paying. None by default."""
         return False
 
-    def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: Any, changes: "pa.Table",
-                       net: "pa.Table", report: "TableReport") -> Any:
-        """``stage_rows`` for a table netted on the driver: ``changes`` and ``net`` hold what
-        ``stage_rows`` gets as DataFrames, as Arrow. Only called for tables ``takes_driver_rows``
-        takes."""
+    def stage_net_tables(self, job: BatchJob, segment: RowSegment, tables: list["NetTable"]) -> list[Any]:
+        """``stage_rows`` for tables netted on the driver, several at once (a sink may prepare them in
+        one pass): each ``NetTable`` holds, as Arrow, what ``stage_rows`` gets as DataFrames. Returns
+        what ``commit_rows`` takes for each table, in their order. Only called for tables
+        ``takes_driver_rows`` takes."""
         raise NotImplementedError(f"{type(self).__name__} stages net rows from Spark only")
 
     @abstractmethod

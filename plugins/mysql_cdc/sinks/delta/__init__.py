@@ -42,7 +42,7 @@ from ...spark.read import spark_schema
 from ...state.delta import same_place
 from ...state.delta.location import LakeLocation, position_version
 from ...state.delta.tables import StateRow, StateTables
-from ..base import BatchJob, Sink, TableCopy
+from ..base import BatchJob, NetTable, Sink, TableCopy
 from . import changelog, ddl, merges
 from .tables import DeltaTableRef, create_table, follow_schema, overwrite, schema_ddl, table_exists, to_delta
 
@@ -204,7 +204,7 @@ class DeltaSink(Sink):
     def _is_empty(self, table: TableChanges) -> bool:
         """No data file (delta-rs's view, the same as ``merges.is_empty``'s): a table just created or
         emptied, whose net rows are all appended. False for a table that does not exist yet. Asked
-        once per table and segment (``takes_driver_rows`` and ``stage_net_rows`` both need it;
+        once per table and segment (``takes_driver_rows`` and ``stage_net_tables`` both need it;
         ``discard_segment`` forgets the answers, as the segment's commit may change them)."""
         from deltalake.exceptions import TableNotFoundError
 
@@ -216,8 +216,11 @@ class DeltaSink(Sink):
                 self._emptiness[name] = False
         return self._emptiness[name]
 
-    def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef,
-                       changes: pa.Table, net: pa.Table, report: TableReport) -> StagedRows:
+    def stage_net_tables(self, job: BatchJob, segment: RowSegment, tables: list[NetTable]) -> list[StagedRows]:
+        return [self._stage_net_table(job, segment, t.index, t.target, t.changes, t.net, t.report) for t in tables]
+
+    def _stage_net_table(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef,
+                         changes: pa.Table, net: pa.Table, report: TableReport) -> StagedRows:
         table = segment.tables[index]
         summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
         counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))

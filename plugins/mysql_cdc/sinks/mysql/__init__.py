@@ -31,11 +31,12 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Mapping
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ...apply.netting import op_letters
 from ...apply.reader import snapshot_schema
 from ...apply.report import TableReport
 from ...contracts import change_row as cr
@@ -43,14 +44,14 @@ from ...contracts import SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegme
 from ...faults import crash_point
 from ...settings import MySQLSettings
 from ...spark.read import spark_schema, unit_indexes
-from ..base import BatchJob, Sink, TableCopy
+from ..base import BatchJob, NetTable, Sink, TableCopy
 from .connection import connect
 from .follower import Follower
 from .staging import (
     OP, PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix,
     scratch_segment_prefix, staging_prefix, staging_segment_prefix, staging_table_prefix,
 )
-from .statements import table_statements, takes_statements
+from .statements import TableStatements, tables_statements, takes_statements
 from .stream import StatementSender
 from .tables import FollowerColumn, StagedTable
 
@@ -70,9 +71,10 @@ def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
 
 def _counts_row(net: pa.Table) -> dict:
     """The stage result (``RESULT_SCHEMA``) of a table applied by statements: its counts only."""
-    ops = dict(zip(*(c.to_pylist() for c in pc.value_counts(net.column(OP)).flatten())))
-    return dict(stage=None, load_file=None, load_columns=None, rows=net.num_rows, inserts=ops.get(cr.INSERT, 0),
-                upserts=ops.get(cr.UPDATE, 0), deletes=ops.get(cr.DELETE, 0), loaded=0)
+    ops = op_letters(net.column(OP).combine_chunks())
+    inserts, upserts, deletes = (int(np.count_nonzero(ops == o.encode())) for o in (cr.INSERT, cr.UPDATE, cr.DELETE))
+    return dict(stage=None, load_file=None, load_columns=None, rows=net.num_rows, inserts=inserts, upserts=upserts,
+                deletes=deletes, loaded=0)
 
 
 def counts(staged: StagedTable) -> tuple[int, int, int]:
@@ -183,24 +185,37 @@ class MySQLSink(Sink):
     def takes_driver_rows(self, table) -> bool:
         return True  # whatever the job's limit: its rows are prepared right where they are
 
-    def stage_net_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
-                       changes: pa.Table, net: pa.Table, report: TableReport) -> StagedTable:
-        table = segment.tables[index]
-        # A small keyed table: a DELETE and an INSERT, handed to the segment's sender right away
-        # (``statements``, ``stream``); the commit only waits for it.
-        if takes_statements(table, target, net.num_rows):
-            statements = table_statements(table, target, net)
-            if statements.size <= self.follower.statement_bytes:
-                staged = StagedTable(table, target, (_counts_row(net),) if net.num_rows else (), statements)
-                report.inserted, report.updated, report.deleted = counts(staged)
-                if staged.stages:
-                    self._sender(job).put(staged)
-                return staged
-        # Otherwise the rows are prepared in this process as tasks would. A small table in this
-        # thread, with its kept follower session; a large one in slices of at least
-        # _DRIVER_PART_ROWS at once (encoding is Arrow compute and file writes, outside the GIL),
-        # each slice with a session of its own.
-        plan = self._plan(job, segment, index, table, target)
+    def stage_net_tables(self, job: BatchJob, segment: RowSegment, tables: list[NetTable]) -> list[StagedTable]:
+        # Small keyed tables: a DELETE and an INSERT each, made for all of them in one pass
+        # (``statements.tables_statements``) and handed to the segment's sender right away
+        # (``stream``); the commit only waits for it. The others are prepared as tasks would.
+        small = [t for t in tables if takes_statements(segment.tables[t.index], t.target, t.net.num_rows)]
+        made = dict(zip((t.index for t in small),
+                        tables_statements([(segment.tables[t.index], t.target, t.net) for t in small])))
+        staged = []
+        for t in tables:
+            statements = made.get(t.index)
+            if statements is not None and statements.size <= self.follower.statement_bytes:
+                staged.append(self._statement_table(job, segment.tables[t.index], t, statements))
+            else:
+                staged.append(self._load_table(job, segment, t))
+        return staged
+
+    def _statement_table(self, job: BatchJob, table, net_table: NetTable, statements: TableStatements) -> StagedTable:
+        net = net_table.net
+        staged = StagedTable(table, net_table.target, (_counts_row(net),) if net.num_rows else (), statements)
+        net_table.report.inserted, net_table.report.updated, net_table.report.deleted = counts(staged)
+        if staged.stages:
+            self._sender(job).put(staged)
+        return staged
+
+    def _load_table(self, job: BatchJob, segment: RowSegment, net_table: NetTable) -> StagedTable:
+        """A table's net rows prepared in this process as tasks would: a small table in this thread,
+        with its kept follower session; a large one in slices of at least _DRIVER_PART_ROWS at once
+        (encoding is Arrow compute and file writes, outside the GIL), each slice with a session of
+        its own."""
+        table, net = segment.tables[net_table.index], net_table.net
+        plan = self._plan(job, segment, net_table.index, table, net_table.target)
         parts = max(1, min(os.cpu_count() or 1, net.num_rows // _DRIVER_PART_ROWS))
         if parts == 1:
             results = [prepare_partition(plan, 0, net.to_batches(), self.sessions.get(), job.store)]
@@ -210,8 +225,8 @@ class MySQLSink(Sink):
                 results = list(pool.map(
                     lambda part: prepare_partition(plan, part, net.slice(part * size, size).to_batches(), store=job.store),
                     range(parts)))
-        staged = StagedTable(table, target, tuple(r for r in results if r["rows"]))
-        report.inserted, report.updated, report.deleted = counts(staged)
+        staged = StagedTable(table, net_table.target, tuple(r for r in results if r["rows"]))
+        net_table.report.inserted, net_table.report.updated, net_table.report.deleted = counts(staged)
         return staged
 
     def _sender(self, job: BatchJob) -> StatementSender:

@@ -34,12 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...apply.netting import op_letters
 from ...contracts import TableChanges
 from ...contracts import change_row as cr
-from .encoding import LoadColumn, hex_text, load_column, quote_ident
+from .encoding import LoadColumn, load_column, quote_ident
 from .tables import FollowerColumn, qualified
 
 OP = cr.NET_OP
@@ -61,45 +63,47 @@ def statement_key(table: TableChanges, columns: Sequence[FollowerColumn]) -> boo
     return bool(keys) and all(k is not None and k.data_type in _KEY_TYPES for k in keys)
 
 
-def _text(values: pa.Array) -> pa.Array:
-    # a cast costs tens of microseconds even when there is nothing to convert; the encoders give
-    # string arrays (a table's statements are far below string's 2 GiB)
-    return values if values.type == pa.string() else pc.cast(values, pa.string())
+_STRING = pa.string()
+_TEXT_PREFIX, _TEXT_SUFFIX = b"_utf8mb4 X'", b"'"
+# the hex digits of every byte value, as two ASCII bytes
+_HEX_PAIRS = np.array([list(f"{b:02x}".encode()) for b in range(256)], dtype=np.uint8)
 
 
-def _concat(*parts) -> pa.Array:
-    """The element-wise concatenation of arrays and constant texts, as a string array."""
-    parts = [pa.scalar(p, pa.string()) if isinstance(p, str) else _text(p) for p in parts]
-    return pc.binary_join_element_wise(*parts, pa.scalar("", pa.string()))
+def text_literals(values: pa.Array) -> pa.Array:
+    """``_utf8mb4 X'<hex>'`` of every value of a string array (any text for a NULL), in one numpy
+    pass over its data buffer."""
+    n = len(values)
+    width = np.int64 if pa.types.is_large_string(values.type) else np.int32
+    offsets = np.frombuffer(values.buffers()[1], dtype=width, count=n + 1,
+                            offset=values.offset * np.dtype(width).itemsize).astype(np.int64)
+    lengths = np.diff(offsets)
+    raw = np.frombuffer(values.buffers()[2], dtype=np.uint8, count=int(offsets[-1] - offsets[0]),
+                        offset=int(offsets[0])) if offsets[-1] > offsets[0] else np.empty(0, np.uint8)
+    out_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(2 * lengths + len(_TEXT_PREFIX) + len(_TEXT_SUFFIX), out=out_offsets[1:])
+    out = np.empty(int(out_offsets[-1]), dtype=np.uint8)
+    starts = out_offsets[:-1]
+    out[starts[:, None] + np.arange(len(_TEXT_PREFIX))] = np.frombuffer(_TEXT_PREFIX, np.uint8)
+    out[out_offsets[1:, None] - len(_TEXT_SUFFIX) + np.arange(len(_TEXT_SUFFIX))] = np.frombuffer(_TEXT_SUFFIX, np.uint8)
+    # value i's hex digits go right after its prefix: each of its bytes' two digits shifted alike
+    shift = np.repeat(starts + len(_TEXT_PREFIX) - 2 * (offsets[:-1] - offsets[0]), 2 * lengths)
+    out[np.arange(len(shift)) + shift] = _HEX_PAIRS[raw].reshape(-1)
+    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(out_offsets), pa.py_buffer(out)])
 
 
 def literal_texts(column: LoadColumn, arrow_type: pa.DataType, values: pa.Array) -> pa.Array:
     """The SQL literal of every value of one column (``NULL`` for a null), as a string array."""
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        text = _concat("_utf8mb4 X'", hex_text(values), "'")  # (hex_text takes the bytes of any string)
+        text = text_literals(values)
     elif pa.types.is_integer(arrow_type):
-        text = _text(values)
+        text = pc.cast(values, _STRING)
     else:
         # the load file's field (its \\N for a null is replaced below), through its SET expression
         before, after = (column.via_variable or "{v}").split("{v}")
-        text = _concat(before + "'", column.encode(values), "'" + after)
-    return pc.if_else(values.is_null(), pa.scalar("NULL", pa.string()), text) if values.null_count else text
-
-
-def _literals(rows: pa.Table, names: Sequence[str], mysql_types: dict[str, str]) -> list[pa.Array]:
-    """The SQL literals of the rows' columns ``names``, one string array per column."""
-    arrays = []
-    for name in names:
-        values = rows.column(name).combine_chunks()
-        arrays.append(literal_texts(load_column(name, values.type, mysql_types[name]), values.type, values))
-    return arrays
-
-
-def _rows_sql(literals: list[pa.Array]) -> str:
-    """``(v1, v2), (v1, v2), ...``: the rows of the columns' literals."""
-    joined = pc.binary_join_element_wise(*literals, pa.scalar(", ", pa.string())) if len(literals) > 1 \
-        else literals[0]
-    return "(" + "), (".join(joined.to_pylist()) + ")"
+        encoded = column.encode(values)
+        quote, unquote, empty = (pa.scalar(t, encoded.type) for t in (before + "'", "'" + after, ""))  # string or large
+        text = pc.binary_join_element_wise(quote, encoded, unquote, empty)
+    return pc.if_else(values.is_null(), pa.scalar("NULL", text.type), text) if values.null_count else text
 
 
 @dataclass(frozen=True)
@@ -117,26 +121,77 @@ class TableStatements:
         return len(self.delete or "") + len(self.insert or "")
 
 
-def table_statements(table: TableChanges, columns: Sequence[FollowerColumn], net: pa.Table) -> TableStatements:
-    """The DELETE of the keys the batch changed or removed and the INSERT of the rows it leaves."""
-    target = qualified(table.database, table.table)
-    mysql_types = {c.name: c.mysql_type for c in table.columns}
-    ops = net.column(OP)
-    removed = net.filter(pc.is_in(ops, pa.array([cr.UPDATE, cr.DELETE])))
-    added = net.filter(pc.is_in(ops, pa.array([cr.INSERT, cr.UPDATE])))
-    delete = insert = None
-    if removed.num_rows:
-        keys = list(table.key_columns)
-        key_sql = quote_ident(keys[0]) if len(keys) == 1 else "(" + ", ".join(map(quote_ident, keys)) + ")"
-        literals = _literals(removed, keys, mysql_types)
-        values = ", ".join(literals[0].to_pylist()) if len(keys) == 1 else _rows_sql(literals)
-        delete = f"DELETE FROM {target} WHERE {key_sql} IN ({values})"
-    if added.num_rows:
+class _TableRows:
+    """One table's net rows as its statements need them: which rows each takes (the keys of the
+    ``U`` and ``D`` rows go in the DELETE, the ``I`` and ``U`` rows in the INSERT) and the
+    columns whose literals they use."""
+
+    def __init__(self, table: TableChanges, columns: Sequence[FollowerColumn], net: pa.Table):
+        self.target = qualified(table.database, table.table)
+        self.net = net
+        self.mysql_types = {c.name: c.mysql_type for c in table.columns}
+        ops = op_letters(net.column(OP).combine_chunks())
+        self.removed = np.flatnonzero(ops != cr.INSERT.encode())
+        self.added = np.flatnonzero(ops != cr.DELETE.encode())
+        self.keys = list(table.key_columns) if len(self.removed) else []
         # generated columns compute themselves (as in the load file)
-        names = [c.name for c, f in zip(table.columns, columns) if not f.generated]
-        values = _rows_sql(_literals(added, names, mysql_types))
-        insert = f"INSERT INTO {target} ({', '.join(map(quote_ident, names))}) VALUES {values}"
-    return TableStatements(delete, removed.num_rows, insert, added.num_rows)
+        self.names = [c.name for c, f in zip(table.columns, columns) if not f.generated] if len(self.added) else []
+
+    def needed(self) -> list[str]:
+        return list(dict.fromkeys([*self.names, *self.keys]))
+
+    def statements(self, texts: dict[str, list[str]]) -> TableStatements:
+        """The statements, from the literals of the columns ``needed`` (every net row's)."""
+        delete = insert = None
+        if self.keys:
+            key_sql = quote_ident(self.keys[0]) if len(self.keys) == 1 else "(" + ", ".join(map(quote_ident, self.keys)) + ")"
+            if len(self.keys) == 1:
+                values = ", ".join(texts[self.keys[0]][i] for i in self.removed)
+            else:
+                rows = [", ".join(r) for r in zip(*(texts[k] for k in self.keys))]
+                values = "(" + "), (".join(rows[i] for i in self.removed) + ")"
+            delete = f"DELETE FROM {self.target} WHERE {key_sql} IN ({values})"
+        if self.names:
+            rows = [", ".join(r) for r in zip(*(texts[n] for n in self.names))]
+            values = "(" + "), (".join(rows[i] for i in self.added) + ")"
+            insert = f"INSERT INTO {self.target} ({', '.join(map(quote_ident, self.names))}) VALUES {values}"
+        return TableStatements(delete, len(self.removed), insert, len(self.added))
+
+
+def tables_statements(tables: Sequence[tuple[TableChanges, Sequence[FollowerColumn], pa.Table]]
+                      ) -> list[TableStatements]:
+    """Per (table, follower columns, net rows): the DELETE of the keys the batch changed or removed
+    and the INSERT of the rows it leaves.
+
+    The literals are made for all the tables at once: the columns of one Arrow type and encoding,
+    whatever their table, are concatenated and encoded by one pass of Arrow kernels, then each
+    table's rows are joined from its share. An Arrow kernel costs tens of microseconds however few
+    its rows; a thousand small tables could not pay several per column."""
+    plans = [_TableRows(table, columns, net) for table, columns, net in tables]
+    # (Arrow type, encoder, SET expression) -> [(table, column, values)]
+    groups: dict[tuple, list[tuple[int, str, pa.Array]]] = {}
+    encodings: dict[tuple, LoadColumn] = {}
+    for i, plan in enumerate(plans):
+        for name in plan.needed():
+            values = plan.net.column(name).combine_chunks()
+            column = load_column(name, values.type, plan.mysql_types[name])
+            key = (values.type, column.encode, column.via_variable)
+            encodings.setdefault(key, column)
+            groups.setdefault(key, []).append((i, name, values))
+    texts: list[dict[str, list[str]]] = [{} for _ in plans]
+    for key, members in groups.items():
+        values = members[0][2] if len(members) == 1 else pa.concat_arrays([v for _, _, v in members])
+        literals = literal_texts(encodings[key], key[0], values).to_pylist()
+        start = 0
+        for i, name, part in members:
+            texts[i][name] = literals[start:start + len(part)]
+            start += len(part)
+    return [plan.statements(text) for plan, text in zip(plans, texts)]
+
+
+def table_statements(table: TableChanges, columns: Sequence[FollowerColumn], net: pa.Table) -> TableStatements:
+    """``tables_statements`` of one table."""
+    return tables_statements([(table, columns, net)])[0]
 
 
 def takes_statements(table: TableChanges, columns: Sequence[FollowerColumn], net_rows: int) -> bool:
