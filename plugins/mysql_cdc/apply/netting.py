@@ -107,6 +107,13 @@ def _images(changes: pa.Table, columns: Sequence[str], source: np.ndarray, row: 
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _op_array(codes: np.ndarray) -> pa.Array:
+    """The op letters of op codes (``_OP_LETTERS``) as a string array, built from buffers."""
+    data = _OP_LETTERS[codes].tobytes()
+    offsets = np.arange(len(codes) + 1, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), len(codes), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
 def _with_net(images: pa.Table, ops: pa.Array, counts: pa.Array) -> pa.Table:
     # (a cast costs tens of microseconds even when there is nothing to convert)
     ops = ops if ops.type == pa.string() else ops.cast(pa.string())
@@ -128,8 +135,8 @@ def _key_ranks(after: pa.Array, old: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return ranks[:len(after)], ranks[len(after):]
 
 
-_NET_OPS = pa.array([cr.DELETE, cr.INSERT, cr.UPDATE])  # indexed by the op codes below
 _OP_DELETE, _OP_INSERT, _OP_UPDATE = 0, 1, 2
+_OP_LETTERS = np.array([cr.DELETE.encode(), cr.INSERT.encode(), cr.UPDATE.encode()], dtype="S1")  # by op code
 
 
 def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
@@ -181,7 +188,7 @@ def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     codes = np.where(deleted, _OP_DELETE, np.where(created, _OP_INSERT, _OP_UPDATE))
     picked = events[last]
     images = _images(changes, columns, source[picked], row[picked])
-    return _with_net(images, _NET_OPS.take(pa.array(codes)), pa.array(np.ones(len(picked), dtype=np.int64)))
+    return _with_net(images, _op_array(codes), pa.array(np.ones(len(picked), dtype=np.int64)))
 
 
 def net_keyless(changes: pa.Table, columns: Sequence[str]) -> pa.Table:

@@ -31,15 +31,12 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Mapping
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ...apply.netting import op_letters
 from ...apply.reader import snapshot_schema
 from ...apply.report import TableReport
-from ...contracts import change_row as cr
 from ...contracts import SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TablePositions
 from ...faults import crash_point
 from ...settings import MySQLSettings
@@ -48,7 +45,7 @@ from ..base import BatchJob, NetTable, Sink, TableCopy
 from .connection import connect
 from .follower import Follower
 from .staging import (
-    OP, PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix,
+    PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix,
     scratch_segment_prefix, staging_prefix, staging_segment_prefix, staging_table_prefix,
 )
 from .statements import TableStatements, tables_statements, takes_statements
@@ -69,12 +66,13 @@ def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
     return [r.asDict() for r in results]
 
 
-def _counts_row(net: pa.Table) -> dict:
-    """The stage result (``RESULT_SCHEMA``) of a table applied by statements: its counts only."""
-    ops = op_letters(net.column(OP).combine_chunks())
-    inserts, upserts, deletes = (int(np.count_nonzero(ops == o.encode())) for o in (cr.INSERT, cr.UPDATE, cr.DELETE))
-    return dict(stage=None, load_file=None, load_columns=None, rows=net.num_rows, inserts=inserts, upserts=upserts,
-                deletes=deletes, loaded=0)
+def _counts_row(net: pa.Table, statements: TableStatements) -> dict:
+    """The stage result (``RESULT_SCHEMA``) of a table applied by statements: its counts only. (Its
+    INSERT takes the ``I`` and ``U`` rows, its DELETE the keys of the ``U`` and ``D`` rows.)"""
+    upserts = statements.inserts_expected + statements.deletes_expected - net.num_rows
+    return dict(stage=None, load_file=None, load_columns=None, rows=net.num_rows,
+                inserts=statements.inserts_expected - upserts, upserts=upserts,
+                deletes=statements.deletes_expected - upserts, loaded=0)
 
 
 def counts(staged: StagedTable) -> tuple[int, int, int]:
@@ -203,7 +201,8 @@ class MySQLSink(Sink):
 
     def _statement_table(self, job: BatchJob, table, net_table: NetTable, statements: TableStatements) -> StagedTable:
         net = net_table.net
-        staged = StagedTable(table, net_table.target, (_counts_row(net),) if net.num_rows else (), statements)
+        staged = StagedTable(table, net_table.target, (_counts_row(net, statements),) if net.num_rows else (),
+                             statements)
         net_table.report.inserted, net_table.report.updated, net_table.report.deleted = counts(staged)
         if staged.stages:
             self._sender(job).put(staged)
