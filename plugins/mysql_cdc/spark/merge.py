@@ -9,7 +9,8 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
   commit. A table of up to ``driver_rows`` change rows (``apply.netting.DRIVER_NET_ROWS``: 1M)
   is read, netted and prepared right here on the driver when its sink can take it
   (``Sink.takes_driver_rows``): no Spark job reads and nets it; their stages cost more than
-  such a table's rows.
+  such a table's rows. Such tables go to the sink in groups (``driver_groups``,
+  ``Sink.stage_net_tables``): what a sink does per column, it then does once per group.
 - ``ddl``: replayed by the sink, exactly once.
 - ``snapshot``: one table's copy, its chunks caught up to one position (``transforms``), put in
   the table's place by the sink, which records the table's position.
@@ -79,17 +80,22 @@ class _Context:
 # -- row segments ---------------------------------------------------------------------------------
 
 
-def _stage_table(ctx: _Context, segment: RowSegment, index: int, target, checkpoint: Checkpoint,
-                 report: TableReport):
-    """One table netted by Spark, prepared by the sink."""
-    started = time.monotonic()
-    table = segment.tables[index]
-    # a table copied by a snapshot after the checkpoint has its changes up to the copy already
-    position = table_position(checkpoint, ctx.positions, table.database, table.table)
-    changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table, ctx.sink.change_metadata(table))
-    changes = after_checkpoint(changes, position)
-    staged = ctx.sink.stage_rows(ctx.job, segment, index, target, changes, net_changes(changes, table), report)
-    report.stage_seconds = time.monotonic() - started
+def _stage_through_spark(ctx: _Context, segment: RowSegment, indexes: list[int], targets: dict, checkpoint: Checkpoint,
+                         reports: dict[int, TableReport]) -> list:
+    """Tables read and netted by Spark, each prepared by the sink (one per call: their jobs run
+    concurrently)."""
+    staged = []
+    for i in indexes:
+        started = time.monotonic()
+        table = segment.tables[i]
+        # a table copied by a snapshot after the checkpoint has its changes up to the copy already
+        position = table_position(checkpoint, ctx.positions, table.database, table.table)
+        changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table,
+                               ctx.sink.change_metadata(table))
+        changes = after_checkpoint(changes, position)
+        staged.append(ctx.sink.stage_rows(ctx.job, segment, i, targets[i], changes, net_changes(changes, table),
+                                          reports[i]))
+        reports[i].stage_seconds = time.monotonic() - started
     return staged
 
 
@@ -160,12 +166,12 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
         through_spark = sorted(set(with_files) - set(on_driver))
         with ThreadPoolExecutor(_STAGING_THREADS) as spark_pool, ThreadPoolExecutor(_DRIVER_THREADS) as large_pool, \
                 ThreadPoolExecutor(1) as small_pool:
-            groups = [(group, (small_pool if len(group) > 1 else large_pool).submit(
-                _stage_driver_tables, ctx, segment, group, targets, checkpoint, reports))
-                for group in driver_groups(segment.tables, on_driver)]
-            singles = [([i], spark_pool.submit(lambda i: [_stage_table(ctx, segment, i, targets[i], checkpoint, reports[i])], i))
-                       for i in through_spark]
-            by_index = {i: s for indexes, future in groups + singles for i, s in zip(indexes, future.result())}
+            work = [(group, small_pool if len(group) > 1 else large_pool, _stage_driver_tables)
+                    for group in driver_groups(segment.tables, on_driver)]
+            work += [([i], spark_pool, _stage_through_spark) for i in through_spark]
+            pending = [(indexes, pool.submit(stage, ctx, segment, indexes, targets, checkpoint, reports))
+                       for indexes, pool, stage in work]
+            by_index = {i: s for indexes, future in pending for i, s in zip(indexes, future.result())}
         staged = [by_index[i] for i in with_files]  # in the segment's order
         crash_point("after_staging")
         done = Checkpoint(

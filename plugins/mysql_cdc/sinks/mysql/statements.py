@@ -23,6 +23,10 @@ Every value is a literal the server reads back exactly, built from the load file
 - everything else (DECIMAL, FLOAT/DOUBLE, dates, times, YEAR): the load file's text, quoted; the
   server converts it as it converts the load file's field.
 
+The literals of a group of tables (``tables_statements``) are made once per Arrow type and
+encoding for all of the group's columns of that type, whatever their table: an Arrow kernel costs
+tens of microseconds however few its rows, and a table of a hundred rows has several columns.
+
 Only keys whose literals compare exactly take this path (``statement_key``): integers, text and
 dates with times. A binary key (BINARY(n) pads with zero bytes, a literal does not), a DECIMAL or a
 FLOAT key, and keyless tables keep the staging table, as do tables with more net rows than
