@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 from ...apply.netting import op_letters
 from ...contracts import TableChanges
 from ...contracts import change_row as cr
-from .encoding import LoadColumn, load_column, quote_ident
+from .encoding import HEX_PAIRS, LoadColumn, load_column, quote_ident
 from .tables import FollowerColumn, qualified
 
 OP = cr.NET_OP
@@ -69,8 +69,6 @@ def statement_key(table: TableChanges, columns: Sequence[FollowerColumn]) -> boo
 
 _STRING = pa.string()
 _TEXT_PREFIX, _TEXT_SUFFIX = b"_utf8mb4 X'", b"'"
-# the hex digits of every byte value, as two ASCII bytes
-_HEX_PAIRS = np.array([list(f"{b:02x}".encode()) for b in range(256)], dtype=np.uint8)
 
 
 def text_literals(values: pa.Array) -> pa.Array:
@@ -91,7 +89,7 @@ def text_literals(values: pa.Array) -> pa.Array:
     out[out_offsets[1:, None] - len(_TEXT_SUFFIX) + np.arange(len(_TEXT_SUFFIX))] = np.frombuffer(_TEXT_SUFFIX, np.uint8)
     # value i's hex digits go right after its prefix: each of its bytes' two digits shifted alike
     shift = np.repeat(starts + len(_TEXT_PREFIX) - 2 * (offsets[:-1] - offsets[0]), 2 * lengths)
-    out[np.arange(len(shift)) + shift] = _HEX_PAIRS[raw].reshape(-1)
+    out[np.arange(len(shift)) + shift] = HEX_PAIRS[raw].reshape(-1)
     return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(out_offsets), pa.py_buffer(out)])
 
 
