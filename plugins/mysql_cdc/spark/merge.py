@@ -117,8 +117,9 @@ def _stage_driver_tables(ctx: _Context, segment: RowSegment, indexes: list[int],
     tables = [NetTable(i, targets[i], c, netting.net_rows(c, segment.tables[i]), reports[i])
               for i, c in zip(indexes, changes)]
     staged = ctx.sink.stage_net_tables(ctx.job, segment, tables)
-    for i in indexes:  # tables prepared together: each its share of their time
-        reports[i].stage_seconds = (time.monotonic() - started) / len(indexes)
+    share = (time.monotonic() - started) / len(indexes)  # tables prepared together: each its share
+    for i in indexes:
+        reports[i].stage_seconds = share
     return staged
 
 

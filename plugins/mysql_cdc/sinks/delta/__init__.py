@@ -217,11 +217,11 @@ class DeltaSink(Sink):
         return self._emptiness[name]
 
     def stage_net_tables(self, job: BatchJob, segment: RowSegment, tables: list[NetTable]) -> list[StagedRows]:
-        return [self._stage_net_table(job, segment, t.index, t.target, t.changes, t.net, t.report) for t in tables]
+        return [self._stage_net_table(job, segment, t) for t in tables]
 
-    def _stage_net_table(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef,
-                         changes: pa.Table, net: pa.Table, report: TableReport) -> StagedRows:
-        table = segment.tables[index]
+    def _stage_net_table(self, job: BatchJob, segment: RowSegment, net_table: NetTable) -> StagedRows:
+        table, target, changes, net, report = (segment.tables[net_table.index], net_table.target, net_table.changes,
+                                               net_table.net, net_table.report)
         summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
         counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
         staged = StagedRows(table, target, _report_counts(report, counts))

@@ -95,7 +95,7 @@ def _large_offsets(arr: pa.Array) -> np.ndarray:
 
 
 # the two lower-case hex digits of every byte value, as ASCII bytes
-HEX_PAIRS = np.array([list(f"{b:02x}".encode()) for b in range(256)], dtype=np.uint8)
+_HEX_PAIRS = np.array([list(f"{b:02x}".encode()) for b in range(256)], dtype=np.uint8)
 
 
 def hex_text(arr: pa.Array) -> pa.Array:
@@ -105,7 +105,7 @@ def hex_text(arr: pa.Array) -> pa.Array:
     offsets, data = _large_offsets(arr), arr.buffers()[2]
     start, stop = int(offsets[0]), int(offsets[-1])
     raw = np.frombuffer(data, dtype=np.uint8, count=stop - start, offset=start) if stop > start else np.empty(0, np.uint8)
-    hexed = HEX_PAIRS[raw].reshape(-1)
+    hexed = _HEX_PAIRS[raw].reshape(-1)
     new_offsets = (offsets - start) * 2
     text = pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_offsets.tobytes()), pa.py_buffer(hexed.tobytes()))
     return _with_nulls(text, arr)

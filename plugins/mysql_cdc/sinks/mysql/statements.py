@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 from ...apply.netting import op_letters
 from ...contracts import TableChanges
 from ...contracts import change_row as cr
-from .encoding import HEX_PAIRS, LoadColumn, load_column, quote_ident
+from .encoding import LoadColumn, hex_text, load_column, quote_ident
 from .tables import FollowerColumn, qualified
 
 OP = cr.NET_OP
@@ -68,35 +68,13 @@ def statement_key(table: TableChanges, columns: Sequence[FollowerColumn]) -> boo
 
 
 _STRING = pa.string()
-_TEXT_PREFIX, _TEXT_SUFFIX = b"_utf8mb4 X'", b"'"
-
-
-def text_literals(values: pa.Array) -> pa.Array:
-    """``_utf8mb4 X'<hex>'`` of every value of a string array (any text for a NULL), in one numpy
-    pass over its data buffer."""
-    n = len(values)
-    width = np.int64 if pa.types.is_large_string(values.type) else np.int32
-    offsets = np.frombuffer(values.buffers()[1], dtype=width, count=n + 1,
-                            offset=values.offset * np.dtype(width).itemsize).astype(np.int64)
-    lengths = np.diff(offsets)
-    raw = np.frombuffer(values.buffers()[2], dtype=np.uint8, count=int(offsets[-1] - offsets[0]),
-                        offset=int(offsets[0])) if offsets[-1] > offsets[0] else np.empty(0, np.uint8)
-    out_offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(2 * lengths + len(_TEXT_PREFIX) + len(_TEXT_SUFFIX), out=out_offsets[1:])
-    out = np.empty(int(out_offsets[-1]), dtype=np.uint8)
-    starts = out_offsets[:-1]
-    out[starts[:, None] + np.arange(len(_TEXT_PREFIX))] = np.frombuffer(_TEXT_PREFIX, np.uint8)
-    out[out_offsets[1:, None] - len(_TEXT_SUFFIX) + np.arange(len(_TEXT_SUFFIX))] = np.frombuffer(_TEXT_SUFFIX, np.uint8)
-    # value i's hex digits go right after its prefix: each of its bytes' two digits shifted alike
-    shift = np.repeat(starts + len(_TEXT_PREFIX) - 2 * (offsets[:-1] - offsets[0]), 2 * lengths)
-    out[np.arange(len(shift)) + shift] = HEX_PAIRS[raw].reshape(-1)
-    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(out_offsets), pa.py_buffer(out)])
-
-
 def literal_texts(column: LoadColumn, arrow_type: pa.DataType, values: pa.Array) -> pa.Array:
     """The SQL literal of every value of one column (``NULL`` for a null), as a string array."""
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        text = text_literals(values)
+        # (hex_text takes the bytes of any string; one pass per group, so its extra kernels cost little)
+        hexed = hex_text(values)
+        quote, unquote, empty = (pa.scalar(t, hexed.type) for t in ("_utf8mb4 X'", "'", ""))
+        text = pc.binary_join_element_wise(quote, hexed, unquote, empty)
     elif pa.types.is_integer(arrow_type):
         text = pc.cast(values, _STRING)
     else:
