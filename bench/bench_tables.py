@@ -12,8 +12,8 @@ session up to the last commit) is read from its log. Each spread is merged once 
 tables (reported as ``first_merge_seconds``), then ``--repeat`` times more (the same batch into
 the same tables emptied, from the same checkpoint), and the median of these is the figure: a
 follower applies every interval into tables it has written before. (Into new tables, InnoDB's
-first writes to each table's new tablespace cost the follower about 1 ms per table more: 1,000
-tables, 1.8-2.2 s of its CPU against 0.7-0.8 s. So the tables are emptied with ``DELETE`` and the
+first writes to each table's new tablespace cost the follower 0.6-0.9 ms per table more: 1,000
+tables, 1.3-1.6 s of its CPU against 0.7 s. So the tables are emptied with ``DELETE`` and the
 purge of the deleted rows waited for, not with ``TRUNCATE``, which makes a new tablespace.)
 After every merge each table of the follower is checked against the leader (``CHECKSUM TABLE``),
 so a fast wrong merge cannot pass.
