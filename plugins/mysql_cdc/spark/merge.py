@@ -114,8 +114,8 @@ def _stage_driver_tables(ctx: _Context, segment: RowSegment, indexes: list[int],
     changes = [netting.rows_after(rows, table_position(checkpoint, ctx.positions, segment.tables[i].database,
                                                        segment.tables[i].table))
                for i, rows in zip(indexes, read)]
-    tables = [NetTable(i, targets[i], c, netting.net_rows(c, segment.tables[i]), reports[i])
-              for i, c in zip(indexes, changes)]
+    nets = netting.net_tables(changes, [segment.tables[i] for i in indexes])
+    tables = [NetTable(i, targets[i], c, net, reports[i]) for i, c, net in zip(indexes, changes, nets)]
     staged = ctx.sink.stage_net_tables(ctx.job, segment, tables)
     share = (time.monotonic() - started) / len(indexes)  # tables prepared together: each its share
     for i in indexes:
