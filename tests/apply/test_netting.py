@@ -219,7 +219,7 @@ def test_tables_netted_together_are_each_netted_as_alone():
     rnd = random.Random(7)
     columns = tuple(ColumnSpec(f.name, "x", str(f.type)) for f in FIELDS)
     keyed, by_pair, keyless = (TableChanges("db", "t", columns, keys, (), 0) for keys in (("id",), ("id", "k2"), ()))
-    cases = []
+    cases = [(change_table([]), keyed)]  # no rows, first
     for n in range(24):
         changes = change_table(int_key_history(rnd, rnd.randrange(1, 50), moves=n % 4 == 3))
         if n % 5 == 4:  # rows not in binlog order in the files: sorted, this table only
@@ -232,7 +232,7 @@ def test_tables_netted_together_are_each_netted_as_alone():
     ]
     wide = change_table(int_key_history(rnd, 30, moves=False))  # the same table, its key as uint64
     wide = wide.set_column(0, pa.field("id", pa.uint64(), False), wide.column("id").cast(pa.uint64()))
-    cases.append((wide, keyed))
+    cases += [(wide, keyed), (change_table([]), keyed), (change_table([]), keyed)]  # no rows, last
     grouped = [netting._group_key(netting._in_order(c), t) is not None for c, t in cases]
     assert sum(grouped) >= 15 and not all(grouped)  # both paths taken
     nets = netting.net_tables([c for c, _ in cases], [t for _, t in cases])

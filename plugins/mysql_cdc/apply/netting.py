@@ -258,8 +258,9 @@ def _each_in_order(changes: Sequence[pa.Table]) -> list[pa.Table]:
     if not changes:
         return []
     later = _each_later(*(np.diff(np.concatenate([c.column(n).to_numpy() for c in changes])) for n in cr.ORDER_COLUMNS))
-    ends = np.cumsum([c.num_rows for c in changes])[:-1] - 1  # a table's last row against the next one's first
-    later[ends[ends >= 0]] = True
+    # a table's last row against the next one's first is no order (empty tables: none, or no next)
+    ends = np.cumsum([c.num_rows for c in changes])[:-1] - 1
+    later[ends[(ends >= 0) & (ends < len(later))]] = True
     if later.all():
         return list(changes)
     table_of = np.searchsorted(ends, np.flatnonzero(~later), side="left")
