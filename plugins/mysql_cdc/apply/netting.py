@@ -144,6 +144,23 @@ _OP_DELETE, _OP_INSERT, _OP_UPDATE = 0, 1, 2
 _OP_LETTERS = np.array([cr.DELETE.encode(), cr.INSERT.encode(), cr.UPDATE.encode()], dtype="S1")  # by op code
 
 
+def _last_events(events: np.ndarray, starts: np.ndarray, deletes: np.ndarray, creates: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Per key, its net effect: ``events`` are the event numbers sorted so that a key's events are
+    one run in binlog order, ``starts`` marks where each run starts, ``deletes`` and ``creates``
+    say what each event (by number) does. Returns the event each key's row is taken from (its
+    last) and the key's op code: ``D`` if the last event deletes, else ``I`` if the first one
+    created the key (it was not in the follower before the batch), else ``U``. A key created and
+    deleted inside the batch disappears."""
+    first = np.flatnonzero(starts)
+    # a run ends where the next one starts (none at all when there are no events)
+    last = np.append(first[1:] - 1, len(events) - 1) if len(first) else first
+    deleted, created = deletes[events[last]], creates[events[first]]
+    kept = ~(deleted & created)
+    deleted, created = deleted[kept], created[kept]
+    return events[last[kept]], np.where(deleted, _OP_DELETE, np.where(created, _OP_INSERT, _OP_UPDATE))
+
+
 def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     """One row per key touched, as ``transforms.net_keyed_changes``: the last image, ``__mcdc_op``
     ``U`` (replace), ``I`` (the key's first event created it: insert only) or ``D``, and
@@ -184,14 +201,7 @@ def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
             ranked = key[events]
             same &= ranked[1:] == ranked[:-1]
         starts[1:] = ~same
-    first = np.flatnonzero(starts)
-    # a run ends where the next one starts (none at all when there are no changes)
-    last = np.append(first[1:] - 1, len(events) - 1) if len(first) else first
-    deleted, created = deletes[events][last], creates[events][first]
-    kept = ~(deleted & created)
-    last, deleted, created = last[kept], deleted[kept], created[kept]
-    codes = np.where(deleted, _OP_DELETE, np.where(created, _OP_INSERT, _OP_UPDATE))
-    picked = events[last]
+    picked, codes = _last_events(events, starts, deletes, creates)
     images = _images(changes, columns, source[picked], row[picked])
     return _with_net(images, _op_array(codes), pa.array(np.ones(len(picked), dtype=np.int64)))
 
@@ -314,12 +324,7 @@ def net_tables(changes: Sequence[pa.Table], tables: Sequence[TableChanges]) -> l
     tables_sorted, keys_sorted = table_of[events], key[events]
     starts = np.ones(len(events), dtype=bool)
     starts[1:] = (tables_sorted[1:] != tables_sorted[:-1]) | (keys_sorted[1:] != keys_sorted[:-1])
-    first = np.flatnonzero(starts)
-    last = np.append(first[1:] - 1, len(events) - 1)
-    deleted, created = ops[events[last]] == cr.DELETE.encode(), ops[events[first]] == cr.INSERT.encode()
-    kept = ~(deleted & created)  # a key created and deleted inside the batch disappears
-    picked, deleted, created = events[last[kept]], deleted[kept], created[kept]
-    codes = np.where(deleted, _OP_DELETE, np.where(created, _OP_INSERT, _OP_UPDATE))
+    picked, codes = _last_events(events, starts, ops == cr.DELETE.encode(), ops == cr.INSERT.encode())
     # each table's share of the picks (they are in table order), back to its own row numbers
     bounds = np.searchsorted(table_of[picked], np.arange(len(together) + 1))
     offsets = np.concatenate([[0], np.cumsum(sizes)])
