@@ -104,6 +104,7 @@ class ObjectStore(Protocol):
     def put_file(self, local_path: str, key: str) -> None: ...
     def put_bytes(self, key: str, data: bytes) -> None: ...
     def get_bytes(self, key: str) -> bytes: ...
+    def get_range(self, key: str, offset: int, length: int) -> bytes: ...
     def exists(self, key: str) -> bool: ...
     def list_keys(self, prefix: str) -> list[str]: ...
     def delete_prefix(self, prefix: str) -> None: ...
@@ -154,6 +155,15 @@ class LocalStore:
 
     def get_bytes(self, key: str) -> bytes:
         return self._path(key).read_bytes()
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        with open(self._path(key), "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(length)
+        if len(data) != length:
+            raise StorageError(f"{self.uri_of(key)} has {offset + len(data)} bytes, not the {offset + length} "
+                               "its manifest names: the batch's files were changed after it was written")
+        return data
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
@@ -227,6 +237,14 @@ class S3Store:
 
     def get_bytes(self, key: str) -> bytes:
         return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        data = self.client.get_object(Bucket=self.bucket, Key=self._key(key),
+                                      Range=f"bytes={offset}-{offset + length - 1}")["Body"].read()
+        if len(data) != length:
+            raise StorageError(f"{self.uri_of(key)}: bytes {offset}-{offset + length - 1} gave {len(data)} bytes: "
+                               "the object is shorter than its manifest says (changed after it was written)")
+        return data
 
     def exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError

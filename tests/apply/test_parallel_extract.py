@@ -4,13 +4,12 @@ order, and applied it leaves the follower equal to the leader."""
 
 from __future__ import annotations
 
-import io
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from apply_workload import Workload
 from merge_helpers import assert_same_database, leader_position
+from mysql_cdc.apply.reader import parquet_files
 from mysql_cdc.contracts import DdlSegment, RowSegment
 from mysql_cdc.contracts import change_row as cr
 from mysql_cdc.settings import ExtractOptions
@@ -24,9 +23,8 @@ def contents(pipeline, batch) -> tuple[list, dict]:
     for segment in batch.segments:
         if isinstance(segment, RowSegment):
             for table in segment.tables:
-                for path in table.files:
-                    data = pq.read_table(io.BytesIO(pipeline.store.get_bytes(f"{batch.prefix}/{path}")))
-                    rows.setdefault(table.qualified_name, []).append(data)
+                for data in parquet_files(pipeline.store, batch.prefix, table):
+                    rows.setdefault(table.qualified_name, []).append(pq.read_table(pa.BufferReader(data)))
     ordered = {name: pa.concat_tables(parts, promote_options="permissive").sort_by(
         [(c, "ascending") for c in cr.ORDER_COLUMNS]).to_pylist() for name, parts in rows.items()}
     return ddl, ordered

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from local_services import MariaDBServer, MySQLServer
+from mysql_cdc.apply.reader import parquet_files
 from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range
 from mysql_cdc.capture.table_changes import WriterLimits
 from mysql_cdc.capture.filters import TableFilter
@@ -35,14 +37,9 @@ class Captured:
     def rows(self, segment: RowSegment, table: str) -> list[dict]:
         changes = next(t for t in segment.tables if t.table == table)
         out = []
-        for f in changes.files:
-            out.extend(pq.read_table(self._open(f)).to_pylist())
+        for data in parquet_files(self.store, self.batch.prefix, changes):
+            out.extend(pq.read_table(pa.BufferReader(data)).to_pylist())
         return out
-
-    def _open(self, rel: str):
-        import io
-
-        return io.BytesIO(self.store.get_bytes(f"{self.batch.prefix}/{rel}"))
 
 
 @pytest.fixture

@@ -12,14 +12,15 @@ comparison would prove nothing if the native extraction had quietly used the ref
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import os
 import random
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mysql_cdc.apply.reader import parquet_files
 from mysql_cdc.capture import native
 from mysql_cdc.capture.events import CaptureError
 from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range
@@ -168,7 +169,7 @@ def _tables(store, batch) -> list:
     for segment in batch.segments:
         if isinstance(segment, RowSegment):
             for changes in segment.tables:
-                parts = [pq.read_table(io.BytesIO(store.get_bytes(f"{batch.prefix}/{f}"))) for f in changes.files]
+                parts = [pq.read_table(pa.BufferReader(f)) for f in parquet_files(store, batch.prefix, changes)]
                 out.append((changes.table, changes.columns, parts))
     return out
 

@@ -86,12 +86,13 @@ def test_positions_inside_a_transaction_are_refused(leader, leader_settings, sto
 
 
 def _rows_event_pos(store, batch) -> int:
-    import io
-
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rel = batch.segments[0].tables[0].files[0]
-    return pq.read_table(io.BytesIO(store.get_bytes(f"{batch.prefix}/{rel}"))).column("_binlog_pos")[0].as_py()
+    from mysql_cdc.apply.reader import parquet_files
+
+    first = parquet_files(store, batch.prefix, batch.segments[0].tables[0])[0]
+    return pq.read_table(pa.BufferReader(first)).column("_binlog_pos")[0].as_py()
 
 
 def test_statement_format_dml_is_an_error_not_a_silent_skip(leader, leader_settings, store, unique_name):

@@ -3,8 +3,10 @@
 import io
 
 import boto3
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mysql_cdc.apply.reader import parquet_files
 from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range, split_range
 from mysql_cdc.capture.leader import BinlogFile
 from mysql_cdc.capture.table_changes import WriterLimits
@@ -41,8 +43,8 @@ def test_range_across_rotation_and_a_20k_row_transaction(leader, leader_settings
     (table,) = seg.tables
     assert table.row_count == 1 + 20000 + 1 + 11
     # files roll once they pass file_rows; a file can overshoot by at most one chunk (+ one event)
-    sizes = [pq.read_metadata(io.BytesIO(captured.store.get_bytes(f"{batch.prefix}/{f}"))).num_rows
-             for f in table.files]
+    sizes = [pq.read_metadata(pa.BufferReader(data)).num_rows
+             for data in parquet_files(captured.store, batch.prefix, table)]
     assert len(sizes) >= 3 and sum(sizes) == table.row_count
     assert all(n < 7000 + 3000 + 1000 for n in sizes)
     rows = captured.rows(seg, "t")
@@ -100,7 +102,10 @@ def test_extract_to_s3_endpoint(leader, leader_settings, s3_bucket, unique_name)
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket["bucket"])["Contents"]]
     assert f"cdc/root/{batch.prefix}/manifest.json" in keys
     (seg,) = [s for s in batch.segments if isinstance(s, RowSegment)]
-    body = client.get_object(Bucket=s3_bucket["bucket"], Key=f"cdc/root/{batch.prefix}/{seg.tables[0].files[0]}")
+    # a one-row table's file is in the segment's pack: its bytes are the span the manifest names
+    (offset, length), = seg.tables[0].spans
+    body = client.get_object(Bucket=s3_bucket["bucket"], Key=f"cdc/root/{batch.prefix}/{seg.tables[0].files[0]}",
+                             Range=f"bytes={offset}-{offset + length - 1}")
     table = pq.read_table(io.BytesIO(body["Body"].read()))
     assert table.column("id").to_pylist() == [18446744073709551615]
     assert [b.batch_id for b in list_batches(store, "pipe")] == [batch.batch_id]
@@ -168,3 +173,38 @@ def test_a_long_range_is_cut_at_file_starts_into_parts_of_about_equal_size():
     assert split_range(whole, files, 8, min_part_bytes=5000) == [whole]
     inside_one_file = PositionRange(BinlogPosition("b.000002", 4), BinlogPosition("b.000002", 900))
     assert split_range(inside_one_file, files, 4) == [inside_one_file]
+
+
+def test_small_tables_share_packs_and_a_large_table_keeps_its_files(capture, unique_name, tmp_path):
+    db = unique_name
+    small = 12
+    statements = [f"CREATE DATABASE {db}", f"CREATE TABLE {db}.big (id INT PRIMARY KEY, v VARCHAR(200))"]
+    statements += [f"CREATE TABLE {db}.s{i:02d} (id INT PRIMARY KEY, v VARCHAR(20))" for i in range(small)]
+    statements += [f"INSERT INTO {db}.s{i:02d} VALUES " + ", ".join(f"({k}, 'row {i}.{k}')" for k in range(i + 1))
+                   for i in range(small)]
+    statements += [f"INSERT INTO {db}.big SELECT seq, REPEAT(MD5(seq), 6) FROM {db}.seq_1_to_3000"]
+    # packed files up to 16 KiB (the big table's file is larger), a new pack from 10 KiB on
+    limits = WriterLimits(packed_file_bytes=16 << 10, pack_bytes=10 << 10)
+    captured = capture(statements, limits=limits)
+    (seg,) = [s for s in captured.batch.segments if isinstance(s, RowSegment)]
+    tables = {t.table: t for t in seg.tables}
+    seg_dir = f"seg-{seg.index:05d}"  # (the CREATE statements are segments before it)
+    assert tables["big"].spans == () and tables["big"].files == (f"{seg_dir}/{db}.big/part-00000.parquet",)
+    packed = [tables[f"s{i:02d}"] for i in range(small)]
+    # in table order, each file right after the one before it, a new pack once one passes 10 KiB
+    layout = [(t.files[0], t.spans[0]) for t in packed]
+    assert all(len(t.files) == len(t.spans) == 1 for t in packed)
+    packs = list(dict.fromkeys(f for f, _ in layout))
+    assert len(packs) >= 2 and packs == [f"{seg_dir}/small-tables-{n:05d}.pack" for n in range(len(packs))]
+    for (file, (offset, length)), (next_file, (next_offset, _)) in zip(layout, layout[1:]):
+        assert next_offset == (offset + length if next_file == file else 0)
+    # the batch's objects: the manifest, the big table's file and the packs, no file per small table
+    keys = {k[len(captured.batch.prefix) + 1:] for k in captured.store.list_keys(captured.batch.prefix)}
+    assert keys == {"manifest.json", f"{seg_dir}/{db}.big/part-00000.parquet", *packs}
+    pack_sizes = {p: len(captured.store.get_bytes(f"{captured.batch.prefix}/{p}")) for p in packs}
+    assert all(offset + length <= pack_sizes[file] for file, (offset, length) in layout)
+    # each span is a whole Parquet file of its table's change rows
+    for i in range(small):
+        assert [(r["id"], r["v"], r["_op"]) for r in captured.rows(seg, f"s{i:02d}")] == [
+            (k, f"row {i}.{k}", "I") for k in range(i + 1)]
+    assert len(captured.rows(seg, "big")) == 3000

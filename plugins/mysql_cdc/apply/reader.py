@@ -5,8 +5,9 @@ merge job instead builds a small DataFrame of *read units* and maps ``read_units
 ``mapInArrow``: each executor fetches its files through ``mysql_cdc.storage`` (boto3 for s3://,
 the local filesystem for file://) and decodes them with pyarrow. One code path for both schemes.
 
-A read unit is ``(file, part, parts)``: the row groups ``part, part + parts, ...`` of one file,
-so a batch with fewer files than cores still reads in parallel. The DataFrame that carries them
+A read unit is ``(file, span, part, parts)``: the row groups ``part, part + parts, ...`` of one
+Parquet file, so a batch with fewer files than cores still reads in parallel. The file is an
+object of its own or, for a small table, the bytes ``span`` of a pack (``contracts.batch``). The DataFrame that carries them
 is ``spark.range(len(units))`` (one unit index per partition; the units themselves travel in the
 closure): a JVM-side source, cheaper to start than a DataFrame built from Python objects.
 
@@ -17,7 +18,7 @@ the contract, and a file that does not match it is an error, never a silent rein
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterator, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -78,13 +79,18 @@ def snapshot_schema(table: TableChanges) -> pa.Schema:
 _THREADED_READ_ROWS = 50_000  # rows of a file from which its row groups are decoded by Arrow's threads
 
 
-def read_plan(table: TableChanges, parallelism: int) -> list[tuple[str, int, int]]:
+# A read unit: (file, span, part, parts): the row groups ``part, part + parts, ...`` of the
+# Parquet file that is ``file`` (span None) or the bytes ``span`` = (offset, length) of it (a pack)
+ReadUnit = tuple[str, Optional[tuple[int, int]], int, int]
+
+
+def read_plan(table: TableChanges, parallelism: int) -> list[ReadUnit]:
     """Read units for a table: every file whole, or split by row group when files < cores."""
-    files = list(table.files)
+    files = table.file_spans()
     if not files:
         return []
     parts = max(1, -(-parallelism // len(files)))  # ceil: enough units to keep every core busy
-    return [(f, p, parts) for f in files for p in range(parts)]
+    return [(f, span, p, parts) for f, span in files for p in range(parts)]
 
 
 def _conform(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
@@ -99,7 +105,7 @@ def _conform(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
 
 
 def read_units(storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
-               units: list[tuple[str, int, int]], indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+               units: list[ReadUnit], indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body over ``spark.range``: the change rows of the read units whose indexes
     arrive, as record batches."""
     crash_point("in_executor")
@@ -109,22 +115,64 @@ def read_units(storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
         yield from _read(store, batch_prefix, schema, [units[i] for i in index_batch.column(0).to_pylist()])
 
 
-def _read(store: ObjectStore, batch_prefix: str, schema: pa.Schema,
-          units: list[tuple[str, int, int]]) -> Iterator[pa.RecordBatch]:
-    for file, part, parts in units:
+def _where(key: str, span: tuple[int, int] | None) -> str:
+    return key if span is None else f"{key} (bytes {span[0]}-{span[0] + span[1] - 1})"
+
+
+def _read(store: ObjectStore, batch_prefix: str, schema: pa.Schema, units: list[ReadUnit]) -> Iterator[pa.RecordBatch]:
+    for file, span, part, parts in units:
         key = f"{batch_prefix}/{file}"
-        if parts == 1:  # the whole file: one GET is the cheapest way to all of it
+        if span is not None:  # a small table's file in a pack: its bytes, one ranged request
+            source = pa.BufferReader(store.get_range(key, *span))
+            yield from _read_groups(pq.ParquetFile(source), part, parts, schema, _where(key, span))
+        elif parts == 1:  # the whole file: one GET is the cheapest way to all of it
             yield from _read_groups(pq.ParquetFile(pa.BufferReader(store.get_bytes(key))), 0, 1, schema, key)
         else:  # a share of its row groups: read the footer, then only those groups' bytes
             with store.open_reader(key) as source:
                 yield from _read_groups(pq.ParquetFile(source), part, parts, schema, key)
 
 
+def read_tables(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa.Schema, TableChanges]]
+                ) -> list[pa.Table]:
+    """All the rows in the batch of each (schema, table), read right here (the driver's path for
+    small tables, ``apply.netting``) from the job's open ``store`` (a new S3 client per table would
+    cost more than a small table's rows): the same files, checks and schema as the executors'
+    ``read_units``. Tables whose files share a pack cost one request for all of them: the pack's
+    bytes from the first of their spans to the end of the last."""
+    covering: dict[str, tuple[int, int]] = {}
+    for _, table in tables:
+        for file, span in table.file_spans():
+            if span is not None:
+                start, end = covering.get(file, (span[0], span[0] + span[1]))
+                covering[file] = (min(start, span[0]), max(end, span[0] + span[1]))
+    fetched = {file: (start, pa.py_buffer(store.get_range(f"{batch_prefix}/{file}", start, end - start)))
+               for file, (start, end) in covering.items()}
+    read = []
+    for schema, table in tables:
+        batches = []
+        for file, span, _, _ in read_plan(table, 1):
+            key = f"{batch_prefix}/{file}"
+            if span is None:
+                data = pa.py_buffer(store.get_bytes(key))
+            else:
+                start, buffer = fetched[file]
+                data = buffer.slice(span[0] - start, span[1])
+            batches += _read_groups(pq.ParquetFile(pa.BufferReader(data)), 0, 1, schema, _where(key, span))
+        read.append(pa.Table.from_batches(batches, schema=schema))
+    return read
+
+
+def parquet_files(store: ObjectStore, batch_prefix: str, table: TableChanges) -> list[pa.Buffer]:
+    """Each of the table's Parquet files, whole (an object, or its span of a pack): for what reads
+    them as files (``pq.read_table(pa.BufferReader(f))``), every column as capture wrote it."""
+    return [pa.py_buffer(store.get_bytes(f"{batch_prefix}/{file}") if span is None
+                         else store.get_range(f"{batch_prefix}/{file}", *span))
+            for file, span in table.file_spans()]
+
+
 def read_table(store: ObjectStore, batch_prefix: str, schema: pa.Schema, table: TableChanges) -> pa.Table:
-    """All of a table's rows in the batch, read right here (the driver's path for a small table,
-    ``apply.netting``) from the job's open ``store`` (a new S3 client per table would cost more
-    than a small table's rows): the same files, checks and schema as the executors' ``read_units``."""
-    return pa.Table.from_batches(list(_read(store, batch_prefix, schema, read_plan(table, 1))), schema=schema)
+    """``read_tables`` of one table."""
+    return read_tables(store, batch_prefix, [(schema, table)])[0]
 
 
 def _read_groups(parquet: pq.ParquetFile, part: int, parts: int, schema: pa.Schema,

@@ -29,7 +29,12 @@ from ..contracts import (
     batch_prefix,
 )
 from ..storage import ObjectStore, commit_batch, local_temp_dir
+from .packs import TablePacks
 from .table_changes import TableChangeWriter, TableSpec, WriterLimits
+
+
+def _segment_dir(index: int) -> str:
+    return f"seg-{index:05d}"
 
 
 @dataclass
@@ -88,8 +93,8 @@ class ChangeBatchWriter:
         key = (spec.database, spec.table)
         writer = self.open_rows.writers.get(key)
         if writer is None:
-            seg_dir = f"seg-{len(self.segments):05d}"
-            writer = TableChangeWriter(spec, self.store, self.prefix, seg_dir, self.tmp_dir, self.limits)
+            writer = TableChangeWriter(spec, self.store, self.prefix, _segment_dir(len(self.segments)), self.tmp_dir,
+                                       self.limits)
             self.open_rows.writers[key] = writer
         return writer
 
@@ -97,7 +102,15 @@ class ChangeBatchWriter:
         """End the open row segment at the transaction boundary ``end`` (where the leader had
         executed ``gtid_set``)."""
         if self.open_rows.writers:
-            tables = tuple(w.finish() for _, w in sorted(self.open_rows.writers.items()))
+            packs = TablePacks(self.store, self.prefix, _segment_dir(len(self.segments)), self.tmp_dir,
+                               self.limits.pack_bytes)
+            try:
+                # (in table order: a group of neighbouring tables the merge prepares together is one
+                # range of a pack)
+                tables = tuple(w.finish(packs) for _, w in sorted(self.open_rows.writers.items()))
+                packs.close()
+            finally:
+                packs.discard()
             self.segments.append(RowSegment(len(self.segments), self.open_rows.start, end, tables, gtid_set))
         self.open_rows = _OpenRowSegment(end)
 

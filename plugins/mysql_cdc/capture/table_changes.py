@@ -20,6 +20,7 @@ from ..contracts import ColumnSpec, TableChanges
 from ..contracts import change_row as cr
 from ..storage import ObjectStore
 from .native import NativeRows
+from .packs import TablePacks
 from .types import ColumnType
 
 
@@ -29,6 +30,10 @@ class WriterLimits:
     chunk_bytes: int = 64 << 20
     file_rows: int = 1_000_000
     file_bytes: int = 256 << 20
+    # a table whose segment is one Parquet file of at most this size goes into the segment's pack
+    # (``packs``); packs are uploaded at this size
+    packed_file_bytes: int = 1 << 20
+    pack_bytes: int = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -99,11 +104,29 @@ class RollingParquetFiles:
             return
         self._writer.close()
         self._writer = None
+        self._upload()
+
+    def _upload(self) -> None:
         rel = f"{self.rel_dir}/part-{len(self.files):05d}.parquet"
         self.store.put_file(self._local, f"{self.prefix}/{rel}")
         os.unlink(self._local)
         self.files.append(rel)
         self._file_rows = self._file_bytes = 0
+
+    def finish(self, packs: TablePacks) -> tuple[tuple[int, int], ...]:
+        """Close the file in progress. When it is the only one and at most ``packed_file_bytes``, it
+        goes into ``packs``; the spans of ``files`` in their packs are returned (none: uploaded)."""
+        if self._writer is None or self.files:
+            self.close_file()
+            return ()
+        self._writer.close()
+        self._writer = None
+        if os.path.getsize(self._local) > self.limits.packed_file_bytes:
+            self._upload()
+            return ()
+        pack, span = packs.add(self._local)
+        self.files.append(pack)
+        return (span,)
 
     def discard(self) -> None:
         """Close and drop the local file in progress (a failed extraction); nothing is uploaded."""
@@ -217,9 +240,10 @@ class TableChangeWriter:
     def discard(self) -> None:
         self.parts.discard()
 
-    def finish(self) -> TableChanges:
+    def finish(self, packs: TablePacks) -> TableChanges:
+        """The table's entry of the segment, its last file uploaded or (small) put in ``packs``."""
         self._flush_chunk()
-        self.parts.close_file()
+        spans = self.parts.finish(packs)
         columns = tuple(
             ColumnSpec(name, t.mysql_type, str(t.arrow_type), nullable)
             for name, t, nullable in zip(self.spec.names, self.spec.types, self.spec.nullable)
@@ -231,4 +255,5 @@ class TableChangeWriter:
             key_columns=self.spec.key_columns,
             files=tuple(self.parts.files),
             row_count=self.row_count,
+            spans=spans,
         )

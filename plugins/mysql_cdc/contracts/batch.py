@@ -4,6 +4,14 @@ Layout under a storage root::
 
     <root>/<pipeline>/batches/<batch id>/manifest.json
     <root>/<pipeline>/batches/<batch id>/seg-00001/<db>.<table>/part-00000.parquet
+    <root>/<pipeline>/batches/<batch id>/seg-00001/small-tables-00000.pack
+
+A table's change rows are Parquet files. A table with a small file (a few hundred rows: most
+tables of an OLTP application's interval) does not get an object of its own: its one Parquet file
+is stored, whole and unchanged, inside a segment's pack with the other small tables' files, and the
+manifest gives its byte range (``TableChanges.spans``). An object store charges a request per object
+(tens of milliseconds, a few of CPU in the client): a thousand small tables in a thousand objects
+cost a thousand PUTs and GETs; in packs, a few.
 
 ``manifest.json`` is written last and is the commit marker: a batch directory without it does
 not exist (it is a crashed or in-progress extraction and is ignored, then overwritten).
@@ -24,7 +32,8 @@ from typing import Any, Sequence, Union
 
 from .position import BinlogPosition, PositionRange
 
-FORMAT_VERSION = 3  # 2: snapshot segments carry their chunks and catch-up changes; 3: end_time
+# 2: snapshot segments carry their chunks and catch-up changes; 3: end_time; 4: small tables' files in packs
+FORMAT_VERSION = 4
 MANIFEST_NAME = "manifest.json"
 
 
@@ -70,16 +79,28 @@ class TableChanges:
     key_columns: tuple[str, ...]  # the primary key; empty means "apply by full before-image"
     files: tuple[str, ...]  # relative to the batch directory, in binlog order
     row_count: int
+    # Empty: each of ``files`` is a Parquet file. Otherwise one (offset, length) per file: the
+    # table's Parquet file is those bytes of that object (a pack of small tables' files).
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.spans and len(self.spans) != len(self.files):
+            raise ManifestError(f"{self.qualified_name}: {len(self.spans)} spans for {len(self.files)} files")
 
     @property
     def qualified_name(self) -> str:
         return f"{self.database}.{self.table}"
+
+    def file_spans(self) -> list[tuple[str, tuple[int, int] | None]]:
+        """Each file with the byte range of the table's Parquet file in it (None: all of it)."""
+        return list(zip(self.files, self.spans or [None] * len(self.files)))
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["columns"] = [asdict(c) for c in self.columns]
         data["key_columns"] = list(self.key_columns)
         data["files"] = list(self.files)
+        data["spans"] = [list(s) for s in self.spans]
         return data
 
     @classmethod
@@ -93,7 +114,15 @@ class TableChanges:
             key_columns=tuple(data["key_columns"]),
             files=tuple(data["files"]),
             row_count=int(data["row_count"]),
+            spans=_spans(data["spans"], where),
         )
+
+
+def _spans(data: Any, where: str) -> tuple[tuple[int, int], ...]:
+    if not isinstance(data, list) or not all(
+            isinstance(s, list) and len(s) == 2 and all(isinstance(v, int) and v >= 0 for v in s) for s in data):
+        raise ManifestError(f"{where}.spans: expected a list of [offset, length] pairs, got {data!r}")
+    return tuple((s[0], s[1]) for s in data)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from functools import partial
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..apply.reader import change_schema, read_plan, read_units, snapshot_schema
+from ..apply.reader import ReadUnit, change_schema, read_plan, read_units, snapshot_schema
 from ..contracts import SnapshotSegment, TableChanges
 from ..contracts import change_row as cr
 from ..storage import StorageSpec
@@ -21,7 +21,7 @@ def spark_schema(arrow_schema):
     return from_arrow_schema(arrow_schema)
 
 
-def unit_indexes(spark: SparkSession, table: TableChanges) -> tuple[list[tuple[str, int, int]], DataFrame]:
+def unit_indexes(spark: SparkSession, table: TableChanges) -> tuple[list[ReadUnit], DataFrame]:
     """The table's read units (``reader.read_plan``) and a DataFrame of their indexes, one per
     partition, for a ``mapInArrow`` over them."""
     units = read_plan(table, spark.sparkContext.defaultParallelism)

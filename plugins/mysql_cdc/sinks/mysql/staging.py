@@ -47,7 +47,7 @@ from ...settings import MySQLSettings
 from ...storage import StorageSpec
 from .connection import connect
 from .encoding import LoadColumn, encode_rows, load_column, load_data_clause, quote_ident
-from ...apply.reader import read_units
+from ...apply.reader import ReadUnit, read_units
 
 OP, COUNT = cr.NET_OP, cr.NET_COUNT
 ROW = "__mcdc_row"
@@ -282,7 +282,7 @@ def _load_additions(plan: StagePlan, additions: _EncodedFile) -> int:
 
 
 def prepare_read_units(plan: StagePlan, storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
-                       units: list[tuple[str, int, int]], indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                       units: list[ReadUnit], indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body over read-unit indexes (``reader.read_units``) for rows that need no
     transform, a copy with nothing to fold in: the task reads its units and prepares their rows
     as inserts itself, so no row goes through Spark's JVM and back. Yields one result row."""
