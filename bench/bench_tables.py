@@ -18,6 +18,10 @@ purge of the deleted rows waited for, not with ``TRUNCATE``, which makes a new t
 After every merge each table of the follower is checked against the leader (``CHECKSUM TABLE``),
 so a fast wrong merge cannot pass.
 
+``--store s3`` keeps the batches on a real S3 endpoint (moto's server, started here) instead of the
+local file system, as a deployed pipeline does: there every object costs a request, and its
+figures carry the suffix ``_s3``. Each spread's capture (``extract_range``) is timed too.
+
 ``merge_tables_growth`` = seconds for the largest table count / seconds for one table (target
 <= 3: the cost follows the rows, not the table count). ``merge_tables_follower_floor`` = the
 follower server's CPU seconds during the largest merge / seconds of the one-table merge: the
@@ -33,7 +37,9 @@ import json
 import os
 import sys
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench")]
@@ -41,13 +47,14 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench"
 from bench_merge import position, run_spark_submit  # noqa: E402
 from bench_servers import leader_and_follower  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
+from services.moto_s3 import MotoS3Server  # noqa: E402
 from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
 from mysql_cdc.followers import FollowerSpec  # noqa: E402
 from mysql_cdc.settings import JobSecrets, MySQLSettings  # noqa: E402
 from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
-from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
+from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 # the columns a table may have beyond its key; table i takes a different selection of them, so
 # no two neighbouring tables share a schema (and the merge cannot share anything by schema)
@@ -141,8 +148,8 @@ def checksums(server: MariaDBServer, db: str, tables: int) -> dict[str, int]:
         conn.close()
 
 
-def measure(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSettings, secrets_for, store_uri: str,
-            work: Path, tables: int, rows: int, repeat: int) -> dict:
+def measure(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSettings, secrets_for,
+            storage: StorageSpec, work: Path, tables: int, rows: int, repeat: int) -> dict:
     db, pipeline = f"spread_{tables}", f"spread_{tables}"
     log(f"{tables} tables: creating them and writing {rows} change rows ...")
     create_tables([leader, follower], db, tables)
@@ -155,10 +162,14 @@ def measure(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSetti
         write_checkpoint(conn, Checkpoint(pipeline, start))
     finally:
         conn.close()
+    store = storage.open()
+    started = time.monotonic()
     batch = extract_range(settings, RangeRequest(pipeline, PositionRange(start, end), TableFilter((f"{db}.*",))),
-                          BatchTarget(open_store(store_uri)))
+                          BatchTarget(store))
+    extract_seconds = time.monotonic() - started
     assert batch.row_count == workload["per_table"] * tables, (batch.row_count, workload)
-    manifest_uri = f"{store_uri}/{batch.prefix}/{MANIFEST_NAME}"
+    objects = len(store.list_keys(batch.prefix))
+    manifest_uri = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
     log(f"{tables} tables: merging {batch.row_count} change rows with spark-submit into the new tables ...")
     first = merge_once(leader, follower, secrets_for, work, manifest_uri, db, tables)
     merges = []
@@ -169,7 +180,8 @@ def measure(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSetti
         merges.append(merge_once(leader, follower, secrets_for, work, manifest_uri, db, tables))
     merges.sort(key=lambda m: m["seconds"])
     median = merges[len(merges) // 2]
-    return {"tables": tables, "change_rows": batch.row_count, **median,
+    return {"tables": tables, "change_rows": batch.row_count, "extract_seconds": round(extract_seconds, 2),
+            "batch_objects": objects, **median,
             "seconds_all_runs": [m["seconds"] for m in merges], "first_merge_seconds": first["seconds"],
             "first_merge_follower_cpu_seconds": first["follower_cpu_seconds"]}
 
@@ -216,44 +228,69 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3,
                         help="merges of each spread after its first (the same batch into the emptied tables); "
                              "the median is reported")
+    parser.add_argument("--store", choices=("file", "s3"), default="file",
+                        help="where the batches are: the local file system, or a real S3 endpoint (moto's server)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, batches, logs)")
     args = parser.parse_args()
     counts = [int(n) for n in args.tables.split(",")]
 
-    with leader_and_follower("bench-tables-", args.keep) as servers:
+    with leader_and_follower("bench-tables-", args.keep) as servers, ExitStack() as stack:
         base, leader, follower = servers.base, servers.leader, servers.follower
         leader_settings, follower_settings = servers.leader_settings, servers.follower_settings
         work = base / "work"
         work.mkdir()
-        store_uri = f"file://{base}/store"
+        storage = stack.enter_context(s3_storage(base)) if args.store == "s3" else StorageSpec(f"file://{base}/store")
 
         def secrets_for() -> JobSecrets:
-            return JobSecrets(FollowerSpec.mysql(follower_settings), StorageSpec(store_uri))
+            return JobSecrets(FollowerSpec.mysql(follower_settings), storage)
 
         started = time.monotonic()
-        spreads = [measure(leader, follower, leader_settings, secrets_for, store_uri, work, n, args.rows,
+        spreads = [measure(leader, follower, leader_settings, secrets_for, storage, work, n, args.rows,
                            args.repeat) for n in counts]
-        # keys of their own: make bench merges every benchmark's figures into one object
-        result = {"tables_change_rows": args.rows, "tables_spreads": spreads,
-                  "tables_bench_seconds": round(time.monotonic() - started, 1)}
-        first, last = spreads[0], spreads[-1]
-        result["merge_tables_growth"] = round(last["seconds"] / first["seconds"], 2)
-        # the follower's own work for the most tables (its CPU in the one session that writes them)
-        # against the whole one-table merge: the growth if everything but the follower were free
-        result["merge_tables_follower_floor"] = round(last["follower_cpu_seconds"] / first["seconds"], 2)
-        for spread in spreads:
-            result[f"merge_{spread['tables']}_tables_seconds"] = spread["seconds"]
-            result[f"merge_{spread['tables']}_tables_follower_cpu_seconds"] = spread["follower_cpu_seconds"]
-            result[f"merge_{spread['tables']}_tables_first_merge_seconds"] = spread["first_merge_seconds"]
-            print(f"{spread['tables']:>5} tables: {spread['seconds']:6.1f} s in the job ({spread['wall_seconds']:.1f} s "
-                  f"spark-submit wall; stage {spread['stage_seconds_sum']:.1f} s, apply {spread['apply_seconds_sum']:.1f} s "
-                  f"summed over tables; the first merge, into new tables: {spread['first_merge_seconds']:.1f} s)")
-        print(f"merge_tables_growth: {result['merge_tables_growth']} ({last['tables']} tables / {first['tables']}; "
-              "target <= 3)")
-        print(f"merge_tables_follower_floor: {result['merge_tables_follower_floor']} (the follower's CPU for "
-              f"{last['tables']} tables: {last['follower_cpu_seconds']} s / the one-table merge)")
-        print(json.dumps(result, sort_keys=True))
+        print(json.dumps(figures(spreads, args.rows, "_s3" if args.store == "s3" else "",
+                                 time.monotonic() - started), sort_keys=True))
         return 0
+
+
+@contextmanager
+def s3_storage(base: Path) -> Iterator[StorageSpec]:
+    """A bucket on moto's S3 server, started for the run (stopped after it)."""
+    import boto3
+
+    server = MotoS3Server(base, die_with_parent=True).start()
+    try:
+        options = server.client_kwargs()
+        boto3.client("s3", **options).create_bucket(Bucket="bench-tables")
+        yield StorageSpec("s3://bench-tables/root", options)
+    finally:
+        server.stop()
+
+
+def figures(spreads: list[dict], rows: int, suffix: str, seconds: float) -> dict:
+    """The run's figures; their keys end with ``suffix`` (``make bench`` merges every benchmark's
+    figures into one object: the S3 run's must not overwrite the file system's)."""
+    result = {f"tables_change_rows{suffix}": rows, f"tables_spreads{suffix}": spreads,
+              f"tables_bench_seconds{suffix}": round(seconds, 1)}
+    first, last = spreads[0], spreads[-1]
+    result[f"merge_tables_growth{suffix}"] = round(last["seconds"] / first["seconds"], 2)
+    # the follower's own work for the most tables (its CPU in the one session that writes them)
+    # against the whole one-table merge: the growth if everything but the follower were free
+    result[f"merge_tables_follower_floor{suffix}"] = round(last["follower_cpu_seconds"] / first["seconds"], 2)
+    for spread in spreads:
+        n = spread["tables"]
+        result[f"merge_{n}_tables_seconds{suffix}"] = spread["seconds"]
+        result[f"merge_{n}_tables_follower_cpu_seconds{suffix}"] = spread["follower_cpu_seconds"]
+        result[f"merge_{n}_tables_first_merge_seconds{suffix}"] = spread["first_merge_seconds"]
+        result[f"extract_{n}_tables_seconds{suffix}"] = spread["extract_seconds"]
+        print(f"{n:>5} tables: {spread['seconds']:6.1f} s in the job ({spread['wall_seconds']:.1f} s "
+              f"spark-submit wall; stage {spread['stage_seconds_sum']:.1f} s, apply {spread['apply_seconds_sum']:.1f} s "
+              f"summed over tables; the first merge, into new tables: {spread['first_merge_seconds']:.1f} s); "
+              f"captured in {spread['extract_seconds']:.1f} s into {spread['batch_objects']} objects")
+    print(f"merge_tables_growth{suffix}: {result[f'merge_tables_growth{suffix}']} ({last['tables']} tables / "
+          f"{first['tables']}; target <= 3)")
+    print(f"merge_tables_follower_floor{suffix}: {result[f'merge_tables_follower_floor{suffix}']} (the follower's "
+          f"CPU for {last['tables']} tables: {last['follower_cpu_seconds']} s / the one-table merge)")
+    return result
 
 
 if __name__ == "__main__":

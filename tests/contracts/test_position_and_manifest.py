@@ -66,6 +66,31 @@ def test_table_filter_globs():
 
 def test_manifest_of_an_older_format_names_the_way_out():
     with pytest.raises(ManifestError, match="written by an older mysql-cdc: extract its range again"):
-        ChangeBatch.from_json(_manifest(format_version=FORMAT_VERSION - 1))
+        ChangeBatch.from_json(_manifest(format_version=2))
     with pytest.raises(ManifestError, match="upgrade mysql-cdc"):
         ChangeBatch.from_json(_manifest(format_version=FORMAT_VERSION + 1))
+
+
+def _rows_segment(**table_fields) -> dict:
+    table = {"database": "shop", "table": "orders", "key_columns": ["id"], "files": ["seg-00000/shop.orders/part-00000.parquet"],
+             "row_count": 2, "columns": [{"name": "id", "mysql_type": "int", "arrow_type": "int32", "nullable": False}]}
+    table.update(table_fields)
+    return {"kind": "rows", "index": 0, "start": "b.000001:4", "end": "b.000001:9", "gtid_set": None, "tables": [table]}
+
+
+def test_a_format_3_manifest_reads_as_format_4_without_packs():
+    # a batch extracted before an upgrade and merged after it
+    (segment,) = ChangeBatch.from_json(_manifest(format_version=3, segments=[_rows_segment()])).segments
+    (table,) = segment.tables
+    assert table.spans == () and table.file_spans() == [("seg-00000/shop.orders/part-00000.parquet", None)]
+    # format 4 names the spans, if only as none
+    with pytest.raises(ManifestError, match=r"missing field\(s\) \['spans'\]"):
+        ChangeBatch.from_json(_manifest(segments=[_rows_segment()]))
+    packed = _rows_segment(files=["seg-00000/small-tables-00000.pack"], spans=[[120, 900]])
+    (segment,) = ChangeBatch.from_json(_manifest(segments=[packed])).segments
+    assert segment.tables[0].file_spans() == [("seg-00000/small-tables-00000.pack", (120, 900))]
+    for bad in ([[120]], [[-1, 5]], "0-900"):
+        with pytest.raises(ManifestError, match=r"segments\[0\].tables\[0\].spans: expected a list of \[offset, length\]"):
+            ChangeBatch.from_json(_manifest(segments=[_rows_segment(spans=bad)]))
+    with pytest.raises(ManifestError, match="shop.orders: 2 spans for 1 files"):
+        ChangeBatch.from_json(_manifest(segments=[_rows_segment(spans=[[0, 1], [1, 2]])]))

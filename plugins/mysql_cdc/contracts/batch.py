@@ -324,6 +324,25 @@ class SnapshotSegment:
         return TableChanges(self.database, self.table, self.columns, self.key_columns, self.files, self.row_count)
 
 
+def _without_packs(data: dict[str, Any]) -> dict[str, Any]:
+    """A format-3 manifest as format 4 has it: the same, with no table's files in a pack."""
+    def tables(segment: Any) -> list:
+        if not isinstance(segment, dict):
+            return []
+        if segment.get("kind") == "rows":
+            return segment.get("tables") or []
+        catch_up = segment.get("catch_up") if segment.get("kind") == "snapshot" else None
+        return [catch_up] if catch_up else []
+
+    data = json.loads(json.dumps(data))  # a copy: the caller's stays as it was read
+    for segment in data.get("segments") or []:
+        for table in tables(segment):
+            if isinstance(table, dict):
+                table.setdefault("spans", [])
+    data["format_version"] = FORMAT_VERSION
+    return data
+
+
 Segment = Union[RowSegment, DdlSegment, SnapshotSegment]
 _SEGMENT_KINDS = {"rows": RowSegment, "ddl": DdlSegment, "snapshot": SnapshotSegment}
 
@@ -419,6 +438,8 @@ class ChangeBatch:
             raise ManifestError(f"manifest.json is not valid JSON: {exc}") from exc
         # the version first: a manifest of another version has other fields
         version = data.get("format_version") if isinstance(data, dict) else None
+        if version == 3:  # a batch extracted before an upgrade is merged after it: format 4 without packs
+            data, version = _without_packs(data), FORMAT_VERSION
         if isinstance(data, dict) and "format_version" in data and version != FORMAT_VERSION:
             fix = ("upgrade mysql-cdc" if not isinstance(version, int) or version > FORMAT_VERSION else
                    "it was written by an older mysql-cdc: extract its range again (a run with start and end), "
