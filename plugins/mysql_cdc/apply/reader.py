@@ -132,21 +132,32 @@ def _read(store: ObjectStore, batch_prefix: str, schema: pa.Schema, units: list[
                 yield from _read_groups(pq.ParquetFile(source), part, parts, schema, key)
 
 
-def read_tables(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa.Schema, TableChanges]]
-                ) -> list[pa.Table]:
-    """All the rows in the batch of each (schema, table), read right here (the driver's path for
-    small tables, ``apply.netting``) from the job's open ``store`` (a new S3 client per table would
-    cost more than a small table's rows): the same files, checks and schema as the executors'
-    ``read_units``. Tables whose files share a pack cost one request for all of them: the pack's
-    bytes from the first of their spans to the end of the last."""
+# what ``fetch_packed`` fetched: per pack, the offset of the bytes fetched and the bytes
+PackedBytes = dict[str, tuple[int, pa.Buffer]]
+
+
+def fetch_packed(store: ObjectStore, batch_prefix: str, tables: Sequence[TableChanges]) -> PackedBytes:
+    """The bytes of the tables' spans in packs, one request per pack: from the first of their spans
+    in it to the end of the last (the neighbouring tables a driver group holds: only theirs)."""
     covering: dict[str, tuple[int, int]] = {}
-    for _, table in tables:
+    for table in tables:
         for file, span in table.file_spans():
             if span is not None:
                 start, end = covering.get(file, (span[0], span[0] + span[1]))
                 covering[file] = (min(start, span[0]), max(end, span[0] + span[1]))
-    fetched = {file: (start, pa.py_buffer(store.get_range(f"{batch_prefix}/{file}", start, end - start)))
-               for file, (start, end) in covering.items()}
+    return {file: (start, pa.py_buffer(store.get_range(f"{batch_prefix}/{file}", start, end - start)))
+            for file, (start, end) in covering.items()}
+
+
+def read_tables(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa.Schema, TableChanges]],
+                packed: PackedBytes | None = None) -> list[pa.Table]:
+    """All the rows in the batch of each (schema, table), read right here (the driver's path for
+    small tables, ``apply.netting``) from the job's open ``store`` (a new S3 client per table would
+    cost more than a small table's rows): the same files, checks and schema as the executors'
+    ``read_units``. Tables whose files share a pack cost one request for all of them
+    (``fetch_packed``, unless the caller fetched them already: ``packed``)."""
+    if packed is None:
+        packed = fetch_packed(store, batch_prefix, [table for _, table in tables])
     read = []
     for schema, table in tables:
         batches = []
@@ -155,7 +166,7 @@ def read_tables(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa
             if span is None:
                 data = pa.py_buffer(store.get_bytes(key))
             else:
-                start, buffer = fetched[file]
+                start, buffer = packed[file]
                 data = buffer.slice(span[0] - start, span[1])
             batches += _read_groups(pq.ParquetFile(pa.BufferReader(data)), 0, 1, schema, _where(key, span))
         read.append(pa.Table.from_batches(batches, schema=schema))
