@@ -47,6 +47,10 @@ ROWS = [
      "the same rows in one table", "merge_tables_growth", "<= 3"),
     ("... the follower's own CPU in that merge (s)", "merge_1000_tables_follower_cpu_seconds", "merge_1_tables_seconds",
      "the one-table merge", "merge_tables_follower_floor", "the growth's floor"),
+    ("... the same, batches on S3 (moto's server) (s)", "merge_1000_tables_seconds_s3", "merge_1_tables_seconds_s3",
+     "the same rows in one table, on S3", "merge_tables_growth_s3", "<= 3"),
+    ("... capture of the 1,000 tables' changes, on S3 (s)", "extract_1000_tables_seconds_s3",
+     "extract_1_tables_seconds_s3", "the same rows in one table", "extract_tables_growth_s3", ""),
     ("largest seconds behind, 5 min of small transactions, deployed Airflow", "lag_under_load", None,
      "", None, "<= 120 s"),
     ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
@@ -121,6 +125,9 @@ def main() -> None:
     results.update(run_child(extract_args))
     results.update(run_child(["bench/bench_merge.py", "--rows", str(args.merge_rows), "--repeat", str(args.repeat)]))
     results.update(run_child(["bench/bench_tables.py", "--rows", str(args.tables_rows), "--repeat", str(args.repeat)]))
+    # the same on S3, as a deployed pipeline keeps its batches (every object a request): 1 and 1,000 tables
+    results.update(run_child(["bench/bench_tables.py", "--rows", str(args.tables_rows), "--repeat", str(args.repeat),
+                              "--tables", "1,1000", "--store", "s3"]))
     results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
     snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows), "--repeat", str(args.repeat)]
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
@@ -132,6 +139,9 @@ def main() -> None:
         results["snapshot_rss_5m_vs_1m"] = round(results["snapshot_rss_mb_5m"] / results["snapshot_rss_mb_1m"], 3)
     if "extract_rss_mb_1m" in results:
         results["rss_5m_vs_1m"] = round(results["extract_rss_mb_5m"] / results["extract_rss_mb_1m"], 3)
+    if "extract_1_tables_seconds_s3" in results:
+        results["extract_tables_growth_s3"] = round(
+            results["extract_1000_tables_seconds_s3"] / results["extract_1_tables_seconds_s3"], 2)
     if "tiny_run_s" in results:
         results["tiny_run_minus_spark_submit_s"] = round(results["tiny_run_s"] - results["bare_spark_submit_s"], 1)
 
