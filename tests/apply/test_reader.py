@@ -34,15 +34,20 @@ def storage(request, tmp_path) -> StorageSpec:
     return StorageSpec(f"s3://{bucket['bucket']}/root", options)
 
 
+def ids_read(storage: StorageSpec, units: list) -> list[int]:
+    """The ids every unit reads, each unit as its own task reads it (``mapInArrow`` over its index)."""
+    ids = []
+    for index in range(len(units)):
+        batches = read_units(storage, "batch", SCHEMA, units, iter([pa.record_batch([pa.array([index])], ["i"])]))
+        ids += [i for b in batches for i in b.column("id").to_pylist()]
+    return ids
+
+
 @pytest.mark.parametrize("parts", [1, 3, 8])
 def test_the_units_of_a_file_read_every_row_once(storage, parts):
     storage.open().put_bytes("batch/seg-00000/t.parquet", parquet_bytes())
     units = [("seg-00000/t.parquet", None, p, parts) for p in range(parts)]
-    ids = []
-    for index in range(parts):
-        batches = read_units(storage, "batch", SCHEMA, units, iter([pa.record_batch([pa.array([index])], ["i"])]))
-        ids += [i for b in batches for i in b.column("id").to_pylist()]
-    assert sorted(ids) == list(range(ROWS))
+    assert sorted(ids_read(storage, units)) == list(range(ROWS))
 
 
 def test_an_s3_unit_downloads_its_row_groups_not_the_whole_file(s3_bucket):
@@ -65,11 +70,7 @@ def test_the_units_of_a_file_in_a_pack_read_its_rows_once(storage, parts):
     storage.open().put_bytes("batch/seg-00000/small-tables-00000.pack", before + data + parquet_bytes(7))
     span = (len(before), len(data))
     units = [("seg-00000/small-tables-00000.pack", span, p, parts) for p in range(parts)]
-    ids = []
-    for index in range(parts):
-        batches = read_units(storage, "batch", SCHEMA, units, iter([pa.record_batch([pa.array([index])], ["i"])]))
-        ids += [i for b in batches for i in b.column("id").to_pylist()]
-    assert sorted(ids) == list(range(ROWS))
+    assert sorted(ids_read(storage, units)) == list(range(ROWS))
 
 
 class CountingStore:

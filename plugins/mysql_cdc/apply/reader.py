@@ -181,11 +181,6 @@ def parquet_files(store: ObjectStore, batch_prefix: str, table: TableChanges) ->
             for file, span in table.file_spans()]
 
 
-def read_table(store: ObjectStore, batch_prefix: str, schema: pa.Schema, table: TableChanges) -> pa.Table:
-    """``read_tables`` of one table."""
-    return read_tables(store, batch_prefix, [(schema, table)])[0]
-
-
 def _read_groups(parquet: pq.ParquetFile, part: int, parts: int, schema: pa.Schema,
                  where: str) -> Iterator[pa.RecordBatch]:
     """The row groups ``part, part + parts, ...`` of an open Parquet file, conformed to ``schema``."""
