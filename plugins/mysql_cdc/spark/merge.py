@@ -26,18 +26,17 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..apply import netting
-from ..apply.reader import PackedBytes, change_schema, fetch_packed, read_tables
+from ..apply.reader import PackedBytes, change_schema, fetch_packed
 from ..apply.report import MergeSummary, TableReport
 from ..contracts import (
-    ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TablePositions, checkpoint_after_copies,
-    plan_replay, table_position,
+    BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges,
+    TablePositions, checkpoint_after_copies, plan_replay, table_position,
 )
 from ..contracts import change_row as cr
 from ..failures import describe, server_error_code
@@ -81,44 +80,51 @@ class _Context:
 # -- row segments ---------------------------------------------------------------------------------
 
 
-def _stage_through_spark(ctx: _Context, segment: RowSegment, indexes: list[int], targets: dict, checkpoint: Checkpoint,
-                         reports: dict[int, TableReport]) -> list:
+@dataclass
+class _SegmentStaging:
+    """What staging one row segment's tables shares: its tables' targets (``Sink.check_tables``),
+    the checkpoint it starts from and the tables' reports."""
+
+    ctx: _Context
+    segment: RowSegment
+    checkpoint: Checkpoint
+    targets: dict[int, Any]
+    reports: dict[int, TableReport]
+
+    def position(self, table: TableChanges) -> BinlogPosition:
+        # a table copied by a snapshot after the checkpoint has its changes up to the copy already
+        return table_position(self.checkpoint, self.ctx.positions, table.database, table.table)
+
+
+def _stage_through_spark(st: _SegmentStaging, indexes: list[int]) -> list:
     """Tables read and netted by Spark, each prepared by the sink (one per call: their jobs run
     concurrently)."""
-    staged = []
+    ctx, staged = st.ctx, []
     for i in indexes:
         started = time.monotonic()
-        table = segment.tables[i]
-        # a table copied by a snapshot after the checkpoint has its changes up to the copy already
-        position = table_position(checkpoint, ctx.positions, table.database, table.table)
+        table = st.segment.tables[i]
         changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table,
                                ctx.sink.change_metadata(table))
-        changes = after_checkpoint(changes, position)
-        staged.append(ctx.sink.stage_rows(ctx.job, segment, i, targets[i], changes, net_changes(changes, table),
-                                          reports[i]))
-        reports[i].stage_seconds = time.monotonic() - started
+        changes = after_checkpoint(changes, st.position(table))
+        staged.append(ctx.sink.stage_rows(ctx.job, st.segment, i, st.targets[i], changes,
+                                          net_changes(changes, table), st.reports[i]))
+        st.reports[i].stage_seconds = time.monotonic() - started
     return staged
 
 
-def _stage_driver_tables(ctx: _Context, segment: RowSegment, indexes: list[int], targets: dict, checkpoint: Checkpoint,
-                         reports: dict[int, TableReport], packed: Callable[[], PackedBytes] | None = None) -> list:
+def _stage_driver_tables(st: _SegmentStaging, indexes: list[int],
+                         packed: Callable[[], PackedBytes] | None = None) -> list:
     """Tables read and netted here on the driver (``apply.netting``), then prepared by the sink in
-    one pass (``Sink.stage_net_tables``). ``packed``: the group's bytes in packs, fetched ahead."""
+    one pass. ``packed``: the group's bytes in packs, fetched ahead."""
     started = time.monotonic()
-    # step by step over the whole group, not table by table: each step's code and data stay in the
-    # CPU's caches (interleaved, a thousand small tables took twice as long)
-    read = read_tables(ctx.job.store, ctx.batch.prefix,
-                       [(change_schema(t, ctx.sink.change_metadata(t)), t) for t in (segment.tables[i] for i in indexes)],
-                       packed() if packed else None)
-    changes = [netting.rows_after(rows, table_position(checkpoint, ctx.positions, segment.tables[i].database,
-                                                       segment.tables[i].table))
-               for i, rows in zip(indexes, read)]
-    nets = netting.net_tables(changes, [segment.tables[i] for i in indexes])
-    tables = [NetTable(i, targets[i], c, net, reports[i]) for i, c, net in zip(indexes, changes, nets)]
-    staged = ctx.sink.stage_net_tables(ctx.job, segment, tables)
+    ctx, tables = st.ctx, [st.segment.tables[i] for i in indexes]
+    items = [(change_schema(t, ctx.sink.change_metadata(t)), t, st.position(t)) for t in tables]
+    netted = netting.read_and_net(ctx.job.store, ctx.batch.prefix, items, packed() if packed else None)
+    staged = ctx.sink.stage_net_tables(ctx.job, st.segment, [NetTable(i, st.targets[i], changes, net, st.reports[i])
+                                                             for i, (changes, net) in zip(indexes, netted)])
     share = (time.monotonic() - started) / len(indexes)  # tables prepared together: each its share
     for i in indexes:
-        reports[i].stage_seconds = share
+        st.reports[i].stage_seconds = share
     return staged
 
 
@@ -198,15 +204,14 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
         through_spark = sorted(set(with_files) - set(on_driver))
         groups = driver_groups(segment.tables, on_driver)
         small = [group for group in groups if len(group) > 1]
+        st = _SegmentStaging(ctx, segment, checkpoint, targets, reports)
         with ThreadPoolExecutor(_STAGING_THREADS) as spark_pool, ThreadPoolExecutor(_DRIVER_THREADS) as large_pool, \
                 ThreadPoolExecutor(1) as small_pool, _ReadAhead(ctx, segment, small) as ahead:
-            work = [(group, small_pool, partial(_stage_driver_tables, packed=ahead.taker(k)))
+            work = [(group, small_pool.submit(_stage_driver_tables, st, group, ahead.taker(k)))
                     for k, group in enumerate(small)]
-            work += [(group, large_pool, _stage_driver_tables) for group in groups if len(group) == 1]
-            work += [([i], spark_pool, _stage_through_spark) for i in through_spark]
-            pending = [(indexes, pool.submit(stage, ctx, segment, indexes, targets, checkpoint, reports))
-                       for indexes, pool, stage in work]
-            by_index = {i: s for indexes, future in pending for i, s in zip(indexes, future.result())}
+            work += [(group, large_pool.submit(_stage_driver_tables, st, group)) for group in groups if len(group) == 1]
+            work += [([i], spark_pool.submit(_stage_through_spark, st, [i])) for i in through_spark]
+            by_index = {i: s for indexes, future in work for i, s in zip(indexes, future.result())}
         staged = [by_index[i] for i in with_files]  # in the segment's order
         crash_point("after_staging")
         done = Checkpoint(
