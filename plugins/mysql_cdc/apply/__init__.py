@@ -1,13 +1,13 @@
-"""The follower side of the merge job, free of Spark so it can be imported anywhere.
+"""The merge job's parts that are the same for every follower kind, free of Spark so that the
+executors (and the Airflow side) can import them anywhere.
 
-Which parts of a batch still need applying is ``contracts.replay`` (shared with the Airflow side).
+- ``reader``: a table's change rows read from the batch as Arrow, by executors (``read_units``)
+  or on the driver (``read_tables``, packs included).
+- ``netting``: the netting of ``spark.transforms`` on Arrow, for small tables on the driver
+  (``read_and_net``: a group of them read and netted at once).
+- ``report``: what a merge did, per table; ``errors``: the merge's errors.
 
-- ``reader``: executor side, reads a table's change rows from storage as Arrow.
-- ``encoding``: Arrow columns -> exact ``LOAD DATA`` text.
-- ``staging``: executor side, per partition: removals into a staging table, final rows into a
-  load file in the batch store.
-- ``follower``: driver side, the follower transaction (checkpoint lock, deletes, LOAD DATA) and DDL
-  replay with the pending-DDL marker.
-
+What a follower kind does with the net rows is its sink's (``mysql_cdc.sinks``); which parts of
+a batch still need applying is ``contracts.replay`` (shared with the Airflow side).
 ``mysql_cdc.spark`` runs these from the Spark job.
 """
