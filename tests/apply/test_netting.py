@@ -39,7 +39,7 @@ def change_table(rows) -> pa.Table:
 
 
 def spark_rows(spark, table: pa.Table, keyed: bool) -> list[tuple]:
-    df = spark.createDataFrame(table.to_pylist(), spark_schema(SCHEMA))
+    df = spark.createDataFrame(table.to_pylist(), spark_schema(table.schema))
     net = net_keyed_changes(df, ["id", "k2"]) if keyed else expand_copies(net_keyless_changes(df, COLUMNS))
     return sorted((tuple(r) for r in net.collect()), key=repr)
 
@@ -138,6 +138,41 @@ def test_keyed_netting_of_rows_written_out():
         {"id": 4, "k2": "b", "v": "moved", "amount": None, cr.NET_OP: "I", cr.NET_COUNT: 1},
         {"id": 7, "k2": "a", "v": "newer", "amount": None, cr.NET_OP: "I", cr.NET_COUNT: 1},
     ]
+
+
+def key_only_before(changes: pa.Table, keys: list[str]) -> pa.Table:
+    """The change rows as the merge reads a keyed table's: ``_before`` holding the key only
+    (``reader.change_schema``)."""
+    before = changes.column(cr.BEFORE).combine_chunks()
+    key_only = pa.StructArray.from_arrays([before.field(k) for k in keys], fields=[before.type.field(k) for k in keys],
+                                          mask=before.is_null())
+    return changes.set_column(changes.schema.get_field_index(cr.BEFORE), cr.BEFORE, key_only)
+
+
+def test_a_moved_keys_delete_from_a_key_only_before_image():
+    changes = key_only_before(change_table([
+        ("U", (1, 300, 0), (4, "b", "moved", Decimal("2.50")), (4, "a", "here", Decimal("1.00"))),
+    ]), ["id", "k2"])
+    assert changes.schema.field(cr.BEFORE).type.num_fields == 2
+    # the delete needs the old key only; the rest of the old row was not read
+    assert netting.net_keyed(changes, ["id", "k2"]).to_pylist() == [
+        {"id": 4, "k2": "a", "v": None, "amount": None, cr.NET_OP: "D", cr.NET_COUNT: 1},
+        {"id": 4, "k2": "b", "v": "moved", "amount": Decimal("2.50"), cr.NET_OP: "I", cr.NET_COUNT: 1},
+    ]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_keyed_netting_of_a_key_only_before_image_equals_the_spark_transform(spark, seed):
+    whole = change_table(keyed_history(random.Random(seed), 60))
+    changes = key_only_before(whole, ["id", "k2"])
+    net = netting.net_keyed(changes, ["id", "k2"])
+    assert arrow_rows(net) == spark_rows(spark, changes, keyed=True)
+
+    # the net rows of the whole before-image, but for what a delete does not use: its other columns
+    def deleted_keys_only(rows: pa.Table) -> list[dict]:
+        return [{**r, "v": None, "amount": None} if r[cr.NET_OP] == "D" else r for r in rows.to_pylist()]
+
+    assert deleted_keys_only(net) == deleted_keys_only(netting.net_keyed(whole, ["id", "k2"]))
 
 
 def test_keyless_netting_of_rows_written_out():

@@ -9,8 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mysql_cdc.apply.reader import read_tables, read_units
+from mysql_cdc.apply.reader import change_schema, read_tables, read_units
 from mysql_cdc.contracts import ColumnSpec, TableChanges
+from mysql_cdc.contracts import change_row as cr
 from mysql_cdc.storage import StorageError, StorageSpec, open_store
 
 ROWS, GROUP_ROWS = 8_000, 1_000
@@ -122,3 +123,35 @@ def test_a_pack_shorter_than_its_manifest_says_is_an_error_naming_it(storage):
     table = _table("t", ("seg-00000/small-tables-00000.pack",), ((0, len(data)),), 10)
     with pytest.raises(StorageError, match=r"small-tables-00000.pack.*(shorter|has \d+ bytes)"):
         read_tables(storage.open(), "batch", [(SCHEMA, table)])
+
+
+def change_rows_bytes(table: TableChanges) -> bytes:
+    """Two change rows as capture writes them (every metadata column, the whole before-image): an
+    insert, then an update that moved its key from 1 to 2."""
+    fields = [pa.field("id", pa.int64(), False), pa.field("v", pa.string())]
+    rows = [{"id": 1, "v": "one", "_op": "I", "_before": None},
+            {"id": 2, "v": "two", "_op": "U", "_before": {"id": 1, "v": "one"}}]
+    for i, row in enumerate(rows):
+        row.update(_binlog_file="binlog.000001", _binlog_seq=1, _binlog_pos=100 * (i + 1), _row_index=0,
+                   _commit_ts=None, _gtid=None, _txn="binlog.000001:4")
+    out = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows, schema=cr.change_row_schema(fields)), out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("keys, metadata, before", [
+    (("id",), frozenset(), [None, {"id": 1}]),  # netting a keyed table needs its old key only
+    (("id",), frozenset({cr.BEFORE}), [None, {"id": 1, "v": "one"}]),  # asked for: the whole image
+    ((), frozenset(), [None, {"id": 1, "v": "one"}]),  # a keyless table's update removes that row
+])
+def test_the_before_image_is_read_whole_only_where_it_is_needed(tmp_path, keys, metadata, before):
+    columns = (ColumnSpec("id", "bigint", "int64", False), ColumnSpec("v", "text", "string"))
+    table = TableChanges("db", "t", columns, keys, ("seg-00000/db.t/part-00000.parquet",), 2)
+    store = StorageSpec(f"file://{tmp_path}/root").open()
+    store.put_bytes("batch/seg-00000/db.t/part-00000.parquet", change_rows_bytes(table))
+    schema = change_schema(table, metadata)
+    read, = read_tables(store, "batch", [(schema, table)])
+    assert read.schema.equals(schema)
+    assert read.column(cr.BEFORE).to_pylist() == before
+    assert read.select(["id", "v", cr.OP]).to_pylist() == [{"id": 1, "v": "one", cr.OP: "I"},
+                                                          {"id": 2, "v": "two", cr.OP: "U"}]

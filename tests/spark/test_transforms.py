@@ -80,6 +80,14 @@ def test_keyed_key_change_deletes_the_old_key_and_inserts_the_new(spark):
     assertDataFrameEqual(actual, net((1, "a", "moved", "D", 1), (2, "a", "moved", "I", 1)))
 
 
+def test_keyed_key_change_read_with_the_old_key_only(spark):
+    # the merge reads a keyed table's before-image as its key (reader.change_schema)
+    schema = SCHEMA.replace("_before STRUCT<id: INT, k2: STRING, v: STRING>", "_before STRUCT<id: INT>")
+    rows = spark.createDataFrame([(2, "a", "moved", "U", 1, 100, 0, (1,))], schema)
+    actual = net_keyed_changes(rows, ["id"])
+    assertDataFrameEqual(actual, net((1, None, None, "D", 1), (2, "a", "moved", "I", 1)))
+
+
 def test_keyed_key_swap_through_a_temporary_key(spark):
     actual = keyed(
         spark,

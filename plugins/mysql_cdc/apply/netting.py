@@ -101,13 +101,20 @@ def _grouping(values: pa.Array) -> pa.Array:
 
 def _images(changes: pa.Table, columns: Sequence[str], source: np.ndarray, row: np.ndarray) -> pa.Table:
     """Per (source, row): the after image (``_AFTER``) or the before image (``_BEFORE``) of that
-    change row, as one table of the table's columns, all NULL-able."""
+    change row, as one table of the table's columns, all NULL-able. A column the ``_before`` read
+    does not hold (a keyed table's holds its key: ``reader.change_schema``) is NULL in a before
+    image: only a moved key's delete takes one, and a delete needs its key only."""
     from_before = source == _BEFORE
     row = pa.array(row)
     if from_before.any():
         from_before = pa.array(from_before)
         before = _before(changes).take(row)
-        arrays = [pc.if_else(from_before, before.field(c), changes.column(c).take(row)) for c in columns]
+        held = {field.name for field in before.type}
+
+        def before_image(c: str) -> pa.Array:
+            return before.field(c) if c in held else pa.nulls(len(row), changes.schema.field(c).type)
+
+        arrays = [pc.if_else(from_before, before_image(c), changes.column(c).take(row)) for c in columns]
     else:  # the usual case (no key moved away last, no update in a keyless table): after images only
         arrays = changes.select(columns).take(row).columns  # one take for all columns
     schema = pa.schema([changes.schema.field(c).with_nullable(True) for c in columns])

@@ -56,16 +56,32 @@ MERGE_METADATA = (cr.OP, cr.BINLOG_SEQ, cr.BINLOG_POS, cr.ROW_INDEX)
 def change_schema(table: TableChanges, metadata: frozenset[str] = frozenset()) -> pa.Schema:
     """The Arrow schema the merge reads a table's change rows as: its columns as the manifest
     describes them, ``MERGE_METADATA`` and any more ``metadata`` a sink asks for, and the
-    ``_before`` struct."""
+    ``_before`` struct: the whole before-image when ``metadata`` names ``_before`` (a changelog
+    keeps it; a snapshot's catch-up splits updates by it) or the table has no key (an update
+    removes the row its before-image is), else the key's columns only. Netting a keyed table
+    reads nothing else of it: an update that moved a key deletes the old key by its key. (A
+    before-image's every column cost a third of reading a small table's file: 1,000 files of a
+    hundred rows, 0.78 s of CPU against 0.53 s.)"""
     fields = [
         pa.field(c.name, arrow_type(c.arrow_type, f"{table.qualified_name}.{c.name}"), c.nullable)
         for c in table.columns
     ]
-    full = cr.change_row_schema(fields)
+    before = cr.change_row_schema(fields).field(cr.BEFORE)
+    if table.key_columns and cr.BEFORE not in metadata:
+        before = before.with_type(pa.struct([before.type.field(k) for k in table.key_columns]))
     wanted = [f for f in cr.METADATA_FIELDS if f.name in MERGE_METADATA or f.name in metadata]
     # Spark holds instants in microseconds: the commit time (seconds) is read as such, exactly
     wanted = [f.with_type(pa.timestamp("us", tz="UTC")) if f.name == cr.COMMIT_TS else f for f in wanted]
-    return pa.schema([*fields, *wanted, full.field(cr.BEFORE)])
+    return pa.schema([*fields, *wanted, before])
+
+
+def parquet_columns(schema: pa.Schema) -> list[str]:
+    """The Parquet columns to read for ``schema``: its fields by name, and of ``_before`` only
+    the fields it holds (``change_schema``), each by its path."""
+    names = [name for name in schema.names if name != cr.BEFORE]
+    if cr.BEFORE in schema.names:
+        names += [f"{cr.BEFORE}.{field.name}" for field in schema.field(cr.BEFORE).type]
+    return names
 
 
 def snapshot_schema(table: TableChanges) -> pa.Schema:
@@ -188,5 +204,6 @@ def _read_groups(parquet: pq.ParquetFile, part: int, parts: int, schema: pa.Sche
     # cost more than they save (a thousand small tables: ~0.5 ms each)
     threads = parquet.metadata.num_rows >= _THREADED_READ_ROWS
     for group in range(part, parquet.num_row_groups, parts):
-        rows = _conform(parquet.read_row_group(group, columns=schema.names, use_threads=threads), schema, where)
+        rows = _conform(parquet.read_row_group(group, columns=parquet_columns(schema), use_threads=threads),
+                        schema, where)
         yield from rows.to_batches(max_chunksize=10_000)

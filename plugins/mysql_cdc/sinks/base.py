@@ -105,7 +105,8 @@ class Sink(ABC):
 
     def change_metadata(self, table: TableChanges) -> frozenset[str]:
         """Change-row metadata columns (``contracts.change_row``) this sink wants in the table's
-        change rows beyond the merge's own (a changelog keeps them all); none by default."""
+        change rows beyond the merge's own (a changelog keeps them all); none by default. Naming
+        ``_before`` asks for the whole before-image (``apply.reader.change_schema``)."""
         return frozenset()
 
     @abstractmethod

@@ -255,7 +255,9 @@ def caught_up_rows(ctx: _Context, segment: SnapshotSegment) -> tuple[DataFrame |
     if changes is None or not changes.files:
         return rows, (0, 0, 0)
     ctx.sink.check_table(changes)
-    changed = read_changes(spark, ctx.job.storage, ctx.batch.prefix, changes)
+    # the whole before-image: an update that moved a row between chunks is split into a delete of
+    # its before-image and an insert (``after_copies``)
+    changed = read_changes(spark, ctx.job.storage, ctx.batch.prefix, changes, frozenset({cr.BEFORE}))
     net = net_changes(after_copies(changed, segment.split_column, segment.chunks), changes)
     ops = {r[cr.NET_OP]: r["count"] for r in net.groupBy(cr.NET_OP).count().collect()}
     if rows is None:  # an empty copy: the catch-up alone

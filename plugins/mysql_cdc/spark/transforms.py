@@ -132,7 +132,11 @@ def net_keyed_changes(df: DataFrame, key_columns: Sequence[str]) -> DataFrame:
     columns = table_columns(df)
     op = col(cr.OP)
     after = F.struct(*[col(c) for c in columns])
-    before = F.struct(*[F.col(cr.BEFORE).getField(c).alias(c) for c in columns])
+    # a moved key's delete needs only the key of its before-image: the rest is NULL where the
+    # change rows were read with their key only (``reader.change_schema``)
+    held = set(df.schema[cr.BEFORE].dataType.fieldNames())
+    before = F.struct(*[(F.col(cr.BEFORE).getField(c) if c in held else F.lit(None).cast(df.schema[c].dataType)).alias(c)
+                        for c in columns])
     key_changed = _key_changed(key_columns)
 
     def event(image: Column, kind: str, sub: int, creates: Column) -> Column:

@@ -38,8 +38,9 @@ from ...apply.errors import FollowerSchemaError
 from .tables import DeltaTableRef, create_table, delta_value, existing_columns, overwrite, quote, widens
 
 CHANGE_SEQ = "_change_seq"
-# the change-row metadata a changelog keeps (all of it): what the merge job reads for its tables
-METADATA = frozenset(f.name for f in cr.METADATA_FIELDS)
+# the change-row metadata a changelog keeps (all of it, the whole before-image included): what the
+# merge job reads for its tables
+METADATA = cr.METADATA_NAMES
 
 
 def logs_table(patterns: Sequence[str], database: str, table: str) -> bool:
