@@ -31,6 +31,10 @@ TABLES = [
     "CREATE TABLE l (k CHAR(10) CHARACTER SET latin1 PRIMARY KEY, v INT)",
     "CREATE TABLE d (day DATE, at DATETIME(6), ts TIMESTAMP(6) NOT NULL DEFAULT '2000-01-01 00:00:00', "
     "v DOUBLE, PRIMARY KEY (day, at, ts))",
+    # binary keys: a BINARY(n) value is its n bytes, pad included; a VARBINARY one has no pad ('' and
+    # X'00' are two keys)
+    "CREATE TABLE b (id BINARY(16) PRIMARY KEY, v VARCHAR(10))",
+    "CREATE TABLE vb (n INT, k VARBINARY(8), v INT, PRIMARY KEY (n, k))",
 ]
 
 
@@ -42,6 +46,8 @@ def _first_rows() -> list[str]:
         "INSERT INTO l VALUES ('café', 1), ('x', 2)",
         "INSERT INTO d VALUES ('2024-02-29', '2024-02-29 23:59:59.999999', '2030-06-01 12:00:00.5', 0.1), "
         "('1000-01-01', '1000-01-01 00:00:00', '1999-12-31 23:59:59.000001', -0.0)",
+        "INSERT INTO b VALUES (X'00', 'all pad'), (X'0cc175b9c0f1b6a831c399e269772661', 'full'), (X'ff00', 'trailing')",
+        "INSERT INTO vb VALUES (1, X'', 1), (1, X'00', 2), (2, X'0a00', 3)",
     ]
 
 
@@ -60,6 +66,11 @@ def _changes() -> list[str]:
         "DELETE FROM l WHERE k = 'x'",
         "UPDATE d SET v = 1e300 WHERE day = '2024-02-29'",
         "UPDATE d SET ts = '2001-01-01 00:00:00.000001' WHERE day = '1000-01-01'",
+        "UPDATE b SET id = X'ff01' WHERE v = 'trailing'",
+        "DELETE FROM b WHERE v = 'all pad'",
+        "UPDATE vb SET k = X'0000' WHERE n = 1 AND k = X'00'",
+        "DELETE FROM vb WHERE n = 1 AND k = X''",
+        "UPDATE vb SET v = 30 WHERE n = 2",
     ]
 
 
@@ -79,7 +90,7 @@ def test_keys_of_every_kind_the_statements_take_merge_exactly(make_pipeline, fla
     batch = pipeline.capture([f"USE {db}", *_changes()])
     with Follower(pipeline.follower_settings) as follower:
         tables = [t for s in batch.segments if s.kind == "rows" for t in s.tables]
-        assert sorted(t.table for t in tables) == ["d", "l", "s", "u"]
+        assert sorted(t.table for t in tables) == ["b", "d", "l", "s", "u", "vb"]
         for table, columns in zip(tables, follower.check_tables(tables)):
             assert takes_statements(table, columns, table.row_count), table.table
     summary = run_merge(_no_spark, pipeline.manifest_uri(batch), pipeline.secrets)
@@ -89,6 +100,8 @@ def test_keys_of_every_kind_the_statements_take_merge_exactly(make_pipeline, fla
     assert counts["u"] == (1, 2, 1)
     assert counts["s"] == (1, 1, 3)  # the renamed key: its old key deleted, the new one inserted
     assert counts["l"] == (0, 1, 1)
+    assert counts["b"] == (1, 0, 2)  # the moved key's new row; its old key and the deleted row gone
+    assert counts["vb"] == (1, 1, 2)
 
 
 # many small tables in one batch, more than one driver group: keyed by an integer or by text (as
@@ -197,8 +210,9 @@ def _table(name: str, key_types: list[str], keys: tuple[str, ...] = ("k",)) -> t
     (["bigint"], ("k",), True),
     (["int", "varchar"], ("k0", "k1"), True),
     (["datetime"], ("k",), True),
-    (["binary"], ("k",), False),  # BINARY(n) pads with zero bytes, a literal does not
-    (["decimal"], ("k",), False),  # a quoted decimal compares as a double
+    (["binary"], ("k",), True),  # the value's every byte, pad included
+    (["int", "varbinary"], ("k0", "k1"), True),
+    (["decimal"], ("k",), False),  # its text may be E-notation: bare, a DOUBLE literal
     (["double"], ("k",), False),
     (["enum"], ("k",), False),
     (["int"], (), False),  # keyless: rows are named by all their values, through the staging table

@@ -27,10 +27,12 @@ The literals of a group of tables (``tables_statements``) are made once per Arro
 encoding for all of the group's columns of that type, whatever their table: an Arrow kernel costs
 tens of microseconds however few its rows, and a table of a hundred rows has several columns.
 
-Only keys whose literals compare exactly take this path (``statement_key``): integers, text and
-dates with times. A binary key (BINARY(n) pads with zero bytes, a literal does not), a DECIMAL or a
-FLOAT key, and keyless tables keep the staging table, as do tables with more net rows than
-``STATEMENT_ROWS`` (there ``LOAD DATA`` is the faster way) or statements over ``STATEMENT_BYTES``.
+Only keys whose literals compare exactly take this path (``statement_key``): integers, text,
+dates with times and binary strings (``UNHEX`` of their hex, byte for byte: a BINARY(n) value
+arrives padded to its n bytes, as capture restores the pad the binlog drops). A DECIMAL key (its
+text may be in E-notation, which bare is a DOUBLE literal), a FLOAT key and keyless tables keep
+the staging table, as do tables with more net rows than ``STATEMENT_ROWS`` (there ``LOAD DATA`` is
+the faster way) or statements over ``STATEMENT_BYTES``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ _KEY_TYPES = frozenset({
     "tinyint", "smallint", "mediumint", "int", "bigint",  # bare digits
     "char", "varchar", "tinytext", "text", "mediumtext", "longtext",  # the column's collation
     "date", "datetime", "timestamp",  # the server's own conversion of the text, as in a load file
+    "binary", "varbinary",  # UNHEX('<hex>'): the exact bytes, compared as bytes
 })
 
 
