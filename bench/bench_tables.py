@@ -18,6 +18,9 @@ purge of the deleted rows waited for, not with ``TRUNCATE``, which makes a new t
 After every merge each table of the follower is checked against the leader (``CHECKSUM TABLE``),
 so a fast wrong merge cannot pass.
 
+``--key binary16`` keys every table by a ``BINARY(16)`` (a UUID kept in 16 bytes, as OLTP schemas
+often do) instead of a ``BIGINT``: its figures carry the suffix ``_binary_key``.
+
 ``--store s3`` keeps the batches on a real S3 endpoint (moto's server, started here) instead of the
 local file system, as a deployed pipeline does: there every object costs a request, and its
 figures carry the suffix ``_s3``. Each spread's capture (``extract_range``) is timed too.
@@ -38,6 +41,7 @@ import os
 import sys
 import time
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -70,6 +74,24 @@ EXTRA_COLUMNS = (
 TABLES_PER_TRANSACTION = 5
 
 
+@dataclass(frozen=True)
+class KeyKind:
+    """The tables' key column: its SQL type, and the key of row number ``{n}`` (an SQL expression)
+    such that keys sort as their row numbers do."""
+
+    sql_type: str
+    value: str
+
+    def of(self, n: str | int) -> str:
+        return self.value.format(n=n)
+
+
+KEYS = {
+    "bigint": KeyKind("BIGINT", "{n}"),
+    "binary16": KeyKind("BINARY(16)", "UNHEX(LPAD(HEX({n}), 32, '0'))"),  # big-endian: sorts as n
+}
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -80,24 +102,25 @@ def table_columns(i: int) -> list[tuple[str, str, str]]:
     return [EXTRA_COLUMNS[(i + k) % len(EXTRA_COLUMNS)] for k in range(count)]
 
 
-def create_statement(db: str, i: int) -> str:
+def create_statement(db: str, i: int, key: KeyKind) -> str:
     columns = ", ".join(f"{name} {sql_type}" for name, sql_type, _ in table_columns(i))
-    return f"CREATE TABLE `{db}`.t{i:04d} (id BIGINT NOT NULL PRIMARY KEY, version INT NOT NULL, {columns})"
+    return f"CREATE TABLE `{db}`.t{i:04d} (id {key.sql_type} NOT NULL PRIMARY KEY, version INT NOT NULL, {columns})"
 
 
-def create_tables(servers: list[MariaDBServer], db: str, tables: int) -> None:
+def create_tables(servers: list[MariaDBServer], db: str, tables: int, key: KeyKind) -> None:
     for server in servers:
         conn = server.connect()
         try:
             with conn.cursor() as cur:
                 cur.execute(f"CREATE DATABASE `{db}`")
                 for i in range(tables):
-                    cur.execute(create_statement(db, i))
+                    cur.execute(create_statement(db, i, key))
         finally:
             conn.close()
 
 
-def write_changes(leader: MariaDBServer, db: str, tables: int, rows: int) -> dict[str, int]:
+def write_changes(leader: MariaDBServer, db: str, tables: int, rows: int,
+                  key: KeyKind) -> dict[str, int]:
     """``rows`` change rows over ``tables`` tables: per table 80 % inserts, then 10 % updates and
     10 % deletes of its inserted rows; each transaction writes up to ``TABLES_PER_TRANSACTION``
     tables, so transactions cross tables the way an application's do."""
@@ -112,7 +135,7 @@ def write_changes(leader: MariaDBServer, db: str, tables: int, rows: int) -> dic
                 for first in range(0, tables, TABLES_PER_TRANSACTION):
                     cur.execute("BEGIN")
                     for i in range(first, min(first + TABLES_PER_TRANSACTION, tables)):
-                        cur.execute(_statement(phase, i, inserts, updates, deletes))
+                        cur.execute(_statement(phase, i, inserts, updates, deletes, key))
                     cur.execute("COMMIT")
     finally:
         conn.close()
@@ -120,15 +143,15 @@ def write_changes(leader: MariaDBServer, db: str, tables: int, rows: int) -> dic
             "deletes": deletes * tables}
 
 
-def _statement(phase: str, i: int, inserts: int, updates: int, deletes: int) -> str:
+def _statement(phase: str, i: int, inserts: int, updates: int, deletes: int, key: KeyKind) -> str:
     table = f"t{i:04d}"
     columns = table_columns(i)
     if phase == "insert":
         values = ", ".join(expr for _, _, expr in columns)
-        return f"INSERT INTO {table} SELECT seq, 1, {values} FROM seq_1_to_{inserts}"
+        return f"INSERT INTO {table} SELECT {key.of('seq')}, 1, {values} FROM seq_1_to_{inserts}"
     if phase == "update":
-        return f"UPDATE {table} SET version = version + 1 WHERE id <= {updates}"
-    return f"DELETE FROM {table} WHERE id > {inserts - deletes}"
+        return f"UPDATE {table} SET version = version + 1 WHERE id <= {key.of(updates)}"
+    return f"DELETE FROM {table} WHERE id > {key.of(inserts - deletes)}"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -149,12 +172,12 @@ def checksums(server: MariaDBServer, db: str, tables: int) -> dict[str, int]:
 
 
 def measure(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSettings, secrets_for,
-            storage: StorageSpec, work: Path, tables: int, rows: int, repeat: int) -> dict:
+            storage: StorageSpec, work: Path, tables: int, rows: int, repeat: int, key: KeyKind) -> dict:
     db, pipeline = f"spread_{tables}", f"spread_{tables}"
     log(f"{tables} tables: creating them and writing {rows} change rows ...")
-    create_tables([leader, follower], db, tables)
+    create_tables([leader, follower], db, tables, key)
     start = position(settings)
-    workload = write_changes(leader, db, tables, rows)
+    workload = write_changes(leader, db, tables, rows, key)
     end = position(settings)
     conn = follower.connect()
     try:
@@ -230,6 +253,8 @@ def main() -> int:
                              "the median is reported")
     parser.add_argument("--store", choices=("file", "s3"), default="file",
                         help="where the batches are: the local file system, or a real S3 endpoint (moto's server)")
+    parser.add_argument("--key", choices=sorted(KEYS), default="bigint",
+                        help="the tables' key column: BIGINT, or BINARY(16) (a UUID in 16 bytes)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, batches, logs)")
     args = parser.parse_args()
     counts = [int(n) for n in args.tables.split(",")]
@@ -246,9 +271,9 @@ def main() -> int:
 
         started = time.monotonic()
         spreads = [measure(leader, follower, leader_settings, secrets_for, storage, work, n, args.rows,
-                           args.repeat) for n in counts]
-        print(json.dumps(figures(spreads, args.rows, "_s3" if args.store == "s3" else "",
-                                 time.monotonic() - started), sort_keys=True))
+                           args.repeat, KEYS[args.key]) for n in counts]
+        suffix = ("_s3" if args.store == "s3" else "") + ("" if args.key == "bigint" else "_binary_key")
+        print(json.dumps(figures(spreads, args.rows, suffix, time.monotonic() - started), sort_keys=True))
         return 0
 
 

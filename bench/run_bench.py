@@ -49,6 +49,8 @@ ROWS = [
      "the one-table merge", "merge_tables_follower_floor", "the growth's floor"),
     ("... the same, batches on S3 (moto's server) (s)", "merge_1000_tables_seconds_s3", "merge_1_tables_seconds_s3",
      "the same rows in one table, on S3", "merge_tables_growth_s3", "<= 3"),
+    ("... the same, tables keyed by BINARY(16) (s)", "merge_1000_tables_seconds_binary_key",
+     "merge_1_tables_seconds_binary_key", "the same rows in one table", "merge_tables_growth_binary_key", ""),
     ("... capture of the 1,000 tables' changes, on S3 (s)", "extract_1000_tables_seconds_s3",
      "extract_1_tables_seconds_s3", "the same rows in one table", "extract_tables_growth_s3", ""),
     ("largest seconds behind, 5 min of small transactions, deployed Airflow", "lag_under_load", None,
@@ -128,6 +130,9 @@ def main() -> None:
     # the same on S3, as a deployed pipeline keeps its batches (every object a request): 1 and 1,000 tables
     results.update(run_child(["bench/bench_tables.py", "--rows", str(args.tables_rows), "--repeat", str(args.repeat),
                               "--tables", "1,1000", "--store", "s3"]))
+    # tables keyed by BINARY(16), as OLTP schemas keep UUIDs: 1 and 1,000 tables
+    results.update(run_child(["bench/bench_tables.py", "--rows", str(args.tables_rows), "--repeat", str(args.repeat),
+                              "--tables", "1,1000", "--key", "binary16"]))
     results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
     snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows), "--repeat", str(args.repeat)]
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))

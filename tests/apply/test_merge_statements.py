@@ -194,10 +194,10 @@ def test_statements_made_for_tables_together_are_each_tables_own():
     assert together == [table_statements(*t) for t in tables]
     assert together[0] == TableStatements(
         "DELETE FROM `db`.`a` WHERE `id` IN (2, 3)", 2,
-        "INSERT INTO `db`.`a` (`id`, `v`, `n`, `b`) VALUES (1, _utf8mb4 X'6f6e65', '1.50', UNHEX('0001')), "
+        "INSERT INTO `db`.`a` (`id`, `v`, `n`, `b`) VALUES (1, _utf8mb4 X'6f6e65', '1.50', X'0001'), "
         "(2, NULL, NULL, NULL)", 2)
     assert together[2] == TableStatements(None, 0, None, 0)
-    assert together[3].insert.endswith("(5, _utf8mb4 X'f09f9880', '0.01', UNHEX('0a'))")
+    assert together[3].insert.endswith("(5, _utf8mb4 X'f09f9880', '0.01', X'0a')")
 
 
 def _table(name: str, key_types: list[str], keys: tuple[str, ...] = ("k",)) -> tuple[TableChanges, tuple]:

@@ -120,6 +120,9 @@ class LoadColumn:
     via_variable: str | None = None  # SQL turning user variable @v into the value, e.g. UNHEX(@v)
 
 
+FROM_HEX = "UNHEX({v})"  # a binary string's bytes from the hex a load file carries
+
+
 def quote_ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -130,7 +133,7 @@ def load_column(name: str, arrow_type: pa.DataType, mysql_type: str) -> LoadColu
     if base == "bit":
         return LoadColumn(name, hex_text, "CAST(CONV({v}, 16, 10) AS UNSIGNED)")
     if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
-        return LoadColumn(name, hex_text, "UNHEX({v})")
+        return LoadColumn(name, hex_text, FROM_HEX)
     if base == "year":
         return LoadColumn(name, _year_text)
     if pa.types.is_duration(arrow_type):

@@ -19,7 +19,7 @@ Every value is a literal the server reads back exactly, built from the load file
 - text: ``_utf8mb4 X'<hex of its UTF-8 bytes>'``: no escaping to get wrong, whatever the session's
   ``sql_mode``; in a comparison the column's collation applies (a literal is more coercible), so
   a key matches as the staging table's join would match it;
-- binary and BIT: the load file's expression over the hex (``UNHEX('..')``, ``CAST(CONV(..))``);
+- binary: ``X'<hex>'``, its bytes; BIT: the load file's expression over the hex (``CAST(CONV(..))``);
 - everything else (DECIMAL, FLOAT/DOUBLE, dates, times, YEAR): the load file's text, quoted; the
   server converts it as it converts the load file's field.
 
@@ -28,8 +28,8 @@ encoding for all of the group's columns of that type, whatever their table: an A
 tens of microseconds however few its rows, and a table of a hundred rows has several columns.
 
 Only keys whose literals compare exactly take this path (``statement_key``): integers, text,
-dates with times and binary strings (``UNHEX`` of their hex, byte for byte: a BINARY(n) value
-arrives padded to its n bytes, as capture restores the pad the binlog drops). A DECIMAL key (its
+dates with times and binary strings (their hex literal, byte for byte: a BINARY(n) value arrives
+padded to its n bytes, as capture restores the pad the binlog drops). A DECIMAL key (its
 text may be in E-notation, which bare is a DOUBLE literal), a FLOAT key and keyless tables keep
 the staging table, as do tables with more net rows than ``STATEMENT_ROWS`` (there ``LOAD DATA`` is
 the faster way) or statements over ``STATEMENT_BYTES``.
@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 from ...apply.netting import op_letters
 from ...contracts import TableChanges
 from ...contracts import change_row as cr
-from .encoding import LoadColumn, hex_text, load_column, quote_ident
+from .encoding import FROM_HEX, LoadColumn, hex_text, load_column, quote_ident
 from .tables import FollowerColumn, qualified
 
 OP = cr.NET_OP
@@ -59,7 +59,7 @@ _KEY_TYPES = frozenset({
     "tinyint", "smallint", "mediumint", "int", "bigint",  # bare digits
     "char", "varchar", "tinytext", "text", "mediumtext", "longtext",  # the column's collation
     "date", "datetime", "timestamp",  # the server's own conversion of the text, as in a load file
-    "binary", "varbinary",  # UNHEX('<hex>'): the exact bytes, compared as bytes
+    "binary", "varbinary",  # X'<hex>': the exact bytes, compared as bytes
 })
 
 
@@ -73,10 +73,13 @@ def statement_key(table: TableChanges, columns: Sequence[FollowerColumn]) -> boo
 _STRING = pa.string()
 def literal_texts(column: LoadColumn, arrow_type: pa.DataType, values: pa.Array) -> pa.Array:
     """The SQL literal of every value of one column (``NULL`` for a null), as a string array."""
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+    text_like = pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+    if text_like or column.via_variable == FROM_HEX:
+        # text: its UTF-8 bytes, read as utf8mb4; binary: its bytes (a hex literal, not UNHEX() of
+        # one: the parser takes it as it is, where a function costs the follower per value).
         # (hex_text takes the bytes of any string; one pass per group, so its extra kernels cost little)
         hexed = hex_text(values)
-        quote, unquote, empty = (pa.scalar(t, hexed.type) for t in ("_utf8mb4 X'", "'", ""))
+        quote, unquote, empty = (pa.scalar(t, hexed.type) for t in ("_utf8mb4 X'" if text_like else "X'", "'", ""))
         text = pc.binary_join_element_wise(quote, hexed, unquote, empty)
     elif pa.types.is_integer(arrow_type):
         text = pc.cast(values, _STRING)
