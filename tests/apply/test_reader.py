@@ -125,17 +125,16 @@ def test_a_pack_shorter_than_its_manifest_says_is_an_error_naming_it(storage):
         read_tables(storage.open(), "batch", [(SCHEMA, table)])
 
 
-def change_rows_bytes(table: TableChanges) -> bytes:
+def change_rows_bytes() -> bytes:
     """Two change rows as capture writes them (every metadata column, the whole before-image): an
-    insert, then an update that moved its key from 1 to 2."""
-    fields = [pa.field("id", pa.int64(), False), pa.field("v", pa.string())]
+    insert, then an update that moved its key from 1 to 2, in a table of ``SCHEMA``'s columns."""
     rows = [{"id": 1, "v": "one", "_op": "I", "_before": None},
             {"id": 2, "v": "two", "_op": "U", "_before": {"id": 1, "v": "one"}}]
     for i, row in enumerate(rows):
         row.update(_binlog_file="binlog.000001", _binlog_seq=1, _binlog_pos=100 * (i + 1), _row_index=0,
                    _commit_ts=None, _gtid=None, _txn="binlog.000001:4")
     out = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(rows, schema=cr.change_row_schema(fields)), out)
+    pq.write_table(pa.Table.from_pylist(rows, schema=cr.change_row_schema(SCHEMA)), out)
     return out.getvalue()
 
 
@@ -148,7 +147,7 @@ def test_the_before_image_is_read_whole_only_where_it_is_needed(tmp_path, keys, 
     columns = (ColumnSpec("id", "bigint", "int64", False), ColumnSpec("v", "text", "string"))
     table = TableChanges("db", "t", columns, keys, ("seg-00000/db.t/part-00000.parquet",), 2)
     store = StorageSpec(f"file://{tmp_path}/root").open()
-    store.put_bytes("batch/seg-00000/db.t/part-00000.parquet", change_rows_bytes(table))
+    store.put_bytes("batch/seg-00000/db.t/part-00000.parquet", change_rows_bytes())
     schema = change_schema(table, metadata)
     read, = read_tables(store, "batch", [(schema, table)])
     assert read.schema.equals(schema)
