@@ -18,6 +18,7 @@ the contract, and a file that does not match it is an error, never a silent rein
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Optional, Sequence
 
 import pyarrow as pa
@@ -139,13 +140,19 @@ def _read(store: ObjectStore, batch_prefix: str, schema: pa.Schema, units: list[
     for file, span, part, parts in units:
         key = f"{batch_prefix}/{file}"
         if span is not None:  # a small table's file in a pack: its bytes, one ranged request
-            source = pa.BufferReader(store.get_range(key, *span))
-            yield from _read_groups(pq.ParquetFile(source), part, parts, schema, _where(key, span))
+            source = store.get_range(key, *span)
+            yield from _read_groups(_in_memory(source), part, parts, schema, _where(key, span))
         elif parts == 1:  # the whole file: one GET is the cheapest way to all of it
-            yield from _read_groups(pq.ParquetFile(pa.BufferReader(store.get_bytes(key))), 0, 1, schema, key)
+            yield from _read_groups(_in_memory(store.get_bytes(key)), 0, 1, schema, key)
         else:  # a share of its row groups: read the footer, then only those groups' bytes
             with store.open_reader(key) as source:
                 yield from _read_groups(pq.ParquetFile(source), part, parts, schema, key)
+
+
+def _in_memory(data) -> pq.ParquetFile:
+    """A Parquet file whose bytes are all in memory. Arrow's pre-buffering gathers a file's column
+    chunks in few reads: in memory there is nothing to gather, and it cost ~0.07 ms per file."""
+    return pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
 
 
 # what ``fetch_packed`` fetched: per pack, the offset of the bytes fetched and the bytes
@@ -165,28 +172,49 @@ def fetch_packed(store: ObjectStore, batch_prefix: str, tables: Sequence[TableCh
             for file, (start, end) in covering.items()}
 
 
+# Threads that read a group of small tables' files side by side (``read_tables``). A small file's
+# reading is mostly Arrow's C++ (the footer, the pages), outside the GIL: two threads read 1,000
+# files of a hundred rows in 0.50 s where one took 0.71 s.
+_READ_THREADS = 2
+
+
 def read_tables(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa.Schema, TableChanges]],
                 packed: PackedBytes | None = None) -> list[pa.Table]:
     """All the rows in the batch of each (schema, table), read right here (the driver's path for
     small tables, ``apply.netting``) from the job's open ``store`` (a new S3 client per table would
     cost more than a small table's rows): the same files, checks and schema as the executors'
     ``read_units``. Tables whose files share a pack cost one request for all of them
-    (``fetch_packed``, unless the caller fetched them already: ``packed``)."""
+    (``fetch_packed``, unless the caller fetched them already: ``packed``). The tables are read by
+    ``_READ_THREADS`` threads, every one a share of them."""
     if packed is None:
         packed = fetch_packed(store, batch_prefix, [table for _, table in tables])
-    read = []
-    for schema, table in tables:
-        batches = []
-        for file, span, _, _ in read_plan(table, 1):
-            key = f"{batch_prefix}/{file}"
-            if span is None:
-                data = pa.py_buffer(store.get_bytes(key))
-            else:
-                start, buffer = packed[file]
-                data = buffer.slice(span[0] - start, span[1])
-            batches += _read_groups(pq.ParquetFile(pa.BufferReader(data)), 0, 1, schema, _where(key, span))
-        read.append(pa.Table.from_batches(batches, schema=schema))
-    return read
+
+    def read(share: Sequence[tuple[pa.Schema, TableChanges]]) -> list[pa.Table]:
+        return [_read_table(store, batch_prefix, schema, table, packed) for schema, table in share]
+
+    if len(tables) < 2:
+        return read(tables)
+    tables_read: list = [None] * len(tables)
+    with ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="mysql-cdc read") as pool:
+        # interleaved shares: tables of every size in each, so neither thread waits long for the other
+        shares = pool.map(read, [tables[i::_READ_THREADS] for i in range(_READ_THREADS)])
+        for i, share in enumerate(shares):
+            tables_read[i::_READ_THREADS] = share
+    return tables_read
+
+
+def _read_table(store: ObjectStore, batch_prefix: str, schema: pa.Schema, table: TableChanges,
+                packed: PackedBytes) -> pa.Table:
+    batches = []
+    for file, span, _, _ in read_plan(table, 1):
+        key = f"{batch_prefix}/{file}"
+        if span is None:
+            data = pa.py_buffer(store.get_bytes(key))
+        else:
+            start, buffer = packed[file]
+            data = buffer.slice(span[0] - start, span[1])
+        batches += _read_groups(_in_memory(data), 0, 1, schema, _where(key, span))
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 def parquet_files(store: ObjectStore, batch_prefix: str, table: TableChanges) -> list[pa.Buffer]:

@@ -126,22 +126,70 @@ class _TableRows:
     def needed(self) -> list[str]:
         return list(dict.fromkeys([*self.names, *self.keys]))
 
-    def statements(self, texts: dict[str, list[str]]) -> TableStatements:
-        """The statements, from the literals of the columns ``needed`` (every net row's)."""
+    def statements(self, deleted: str | None, inserted: str | None) -> TableStatements:
+        """The statements, from the SQL of the deleted keys (``k1, k2`` or ``(a1, b1), (a2, b2)``)
+        and of the inserted rows (``(a1, b1), (a2, b2)``)."""
         delete = insert = None
         if self.keys:
             key_sql = quote_ident(self.keys[0]) if len(self.keys) == 1 else "(" + ", ".join(map(quote_ident, self.keys)) + ")"
-            if len(self.keys) == 1:
-                values = ", ".join(texts[self.keys[0]][i] for i in self.removed)
-            else:
-                rows = [", ".join(r) for r in zip(*(texts[k] for k in self.keys))]
-                values = "(" + "), (".join(rows[i] for i in self.removed) + ")"
-            delete = f"DELETE FROM {self.target} WHERE {key_sql} IN ({values})"
+            delete = f"DELETE FROM {self.target} WHERE {key_sql} IN ({deleted})"
         if self.names:
-            rows = [", ".join(r) for r in zip(*(texts[n] for n in self.names))]
-            values = "(" + "), (".join(rows[i] for i in self.added) + ")"
-            insert = f"INSERT INTO {self.target} ({', '.join(map(quote_ident, self.names))}) VALUES {values}"
+            insert = f"INSERT INTO {self.target} ({', '.join(map(quote_ident, self.names))}) VALUES {inserted}"
         return TableStatements(delete, len(self.removed), insert, len(self.added))
+
+
+_TEXT = pa.large_string()  # the literals of a whole group: more than 2 GiB could not be ruled out
+
+
+class _Literals:
+    """The literals of every column a group's statements use, in one array: those of one Arrow
+    type and encoding made together, whatever their table (``literal_texts``), then put one after
+    another. ``start[i][name]``: where table ``i``'s column ``name`` begins (a value per net row)."""
+
+    def __init__(self, plans: Sequence[_TableRows]):
+        # (Arrow type, encoder, SET expression) -> [(table, column, values)]
+        groups: dict[tuple, list[tuple[int, str, pa.Array]]] = {}
+        encodings: dict[tuple, LoadColumn] = {}
+        columns: dict[tuple[pa.DataType, str], LoadColumn] = {}  # a thousand tables have a few dozen kinds
+        for i, plan in enumerate(plans):
+            for name in plan.needed():
+                values = plan.net.column(name).combine_chunks()
+                kind = (values.type, plan.mysql_types[name])
+                column = columns.get(kind) or columns.setdefault(kind, load_column(name, *kind))
+                key = (values.type, column.encode, column.via_variable)
+                encodings.setdefault(key, column)
+                groups.setdefault(key, []).append((i, name, values))
+        self.start: list[dict[str, int]] = [{} for _ in plans]
+        texts, at = [], 0
+        for key, members in groups.items():
+            values = members[0][2] if len(members) == 1 else pa.concat_arrays([v for _, _, v in members])
+            texts.append(literal_texts(encodings[key], key[0], values).cast(_TEXT))
+            for i, name, part in members:
+                self.start[i][name] = at
+                at += len(part)
+        self.texts = pa.concat_arrays(texts) if texts else pa.array([], _TEXT)
+
+    def rows(self, parts: Sequence[tuple[int, Sequence[str], np.ndarray]], parenthesized: bool) -> list[str]:
+        """Per (table, columns, rows): the literals of those rows of its columns, a row's joined by
+        ``", "``, the rows by ``", "`` too (``k1, k2``) or each in parentheses (``(a1, b1), (a2,
+        b2)``). Two Arrow kernels for all the tables: joined in Python, a thousand tables' rows cost
+        a Python string per literal and a join per row."""
+        if not parts:
+            return []
+        # the literals in the order they are written: table by table, row by row, column by column
+        cells = [(rows[:, None] + np.array([self.start[i][c] for c in columns])[None, :]).ravel()
+                 for i, columns, rows in parts]
+        widths = np.repeat([len(columns) for _, columns, _ in parts], [len(rows) for _, _, rows in parts])
+        row_texts = pc.binary_join(
+            pa.LargeListArray.from_arrays(_offsets(widths), self.texts.take(pa.array(np.concatenate(cells)))),
+            pa.scalar(", ", _TEXT))
+        tables = pc.binary_join(pa.LargeListArray.from_arrays(_offsets([len(rows) for _, _, rows in parts]), row_texts),
+                                pa.scalar("), (" if parenthesized else ", ", _TEXT)).to_pylist()
+        return [f"({text})" for text in tables] if parenthesized else tables
+
+
+def _offsets(lengths) -> pa.Array:
+    return pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), pa.int64())
 
 
 def tables_statements(tables: Sequence[tuple[TableChanges, Sequence[FollowerColumn], pa.Table]]
@@ -150,29 +198,18 @@ def tables_statements(tables: Sequence[tuple[TableChanges, Sequence[FollowerColu
     and the INSERT of the rows it leaves.
 
     The literals are made for all the tables at once: the columns of one Arrow type and encoding,
-    whatever their table, are concatenated and encoded by one pass of Arrow kernels, then each
-    table's rows are joined from its share. An Arrow kernel costs tens of microseconds however few
-    its rows; a thousand small tables could not pay several per column."""
+    whatever their table, are concatenated and encoded by one pass of Arrow kernels, and the rows
+    of all the tables are joined by two more (``_Literals``). An Arrow kernel costs tens of
+    microseconds however few its rows; a thousand small tables could not pay several per column."""
     plans = [_TableRows(table, columns, net) for table, columns, net in tables]
-    # (Arrow type, encoder, SET expression) -> [(table, column, values)]
-    groups: dict[tuple, list[tuple[int, str, pa.Array]]] = {}
-    encodings: dict[tuple, LoadColumn] = {}
-    for i, plan in enumerate(plans):
-        for name in plan.needed():
-            values = plan.net.column(name).combine_chunks()
-            column = load_column(name, values.type, plan.mysql_types[name])
-            key = (values.type, column.encode, column.via_variable)
-            encodings.setdefault(key, column)
-            groups.setdefault(key, []).append((i, name, values))
-    texts: list[dict[str, list[str]]] = [{} for _ in plans]
-    for key, members in groups.items():
-        values = members[0][2] if len(members) == 1 else pa.concat_arrays([v for _, _, v in members])
-        literals = literal_texts(encodings[key], key[0], values).to_pylist()
-        start = 0
-        for i, name, part in members:
-            texts[i][name] = literals[start:start + len(part)]
-            start += len(part)
-    return [plan.statements(text) for plan, text in zip(plans, texts)]
+    literals = _Literals(plans)
+    inserting = [i for i, plan in enumerate(plans) if plan.names]
+    inserted = dict(zip(inserting, literals.rows([(i, plans[i].names, plans[i].added) for i in inserting], True)))
+    deleted: dict[int, str] = {}
+    for composite in (False, True):  # ``k IN (k1, k2)``; ``(a, b) IN ((a1, b1), (a2, b2))``
+        deleting = [i for i, plan in enumerate(plans) if plan.keys and (len(plan.keys) > 1) == composite]
+        deleted.update(zip(deleting, literals.rows([(i, plans[i].keys, plans[i].removed) for i in deleting], composite)))
+    return [plan.statements(deleted.get(i), inserted.get(i)) for i, plan in enumerate(plans)]
 
 
 def table_statements(table: TableChanges, columns: Sequence[FollowerColumn], net: pa.Table) -> TableStatements:
