@@ -179,14 +179,16 @@ def test_statements_made_for_tables_together_are_each_tables_own():
             ("b", "varbinary", "binary")]
     types = [pa.int32(), pa.string(), pa.decimal128(8, 2), pa.binary()]
 
-    def table(name: str, rows: list[tuple]) -> tuple:
-        changes = TableChanges("db", name, tuple(ColumnSpec(*c) for c in spec), ("id",), ("f.parquet",), len(rows))
+    def table(name: str, rows: list[tuple], keys: tuple[str, ...] = ("id",)) -> tuple:
+        changes = TableChanges("db", name, tuple(ColumnSpec(*c) for c in spec), keys, ("f.parquet",), len(rows))
         follower = tuple(FollowerColumn(c[0], c[1], c[1], None, None, False) for c in spec)
         return changes, follower, _net(rows, [c[0] for c in spec], types)
 
     tables = [
         table("a", [(1, "one", Decimal("1.50"), b"\x00\x01", "I"), (2, None, None, None, "U"), (3, "x", None, b"", "D")]),
         table("b", [(7, "seven'\\", Decimal("-7.00"), b"\xff", "U")]),
+        # a composite key between single ones: its keys are joined apart from theirs
+        table("e", [(8, "k", Decimal("0.00"), b"", "D"), (9, "l", None, None, "U")], keys=("id", "v")),
         table("c", []),
         table("d", [(4, "four", Decimal("4.00"), None, "D"), (5, "😀", Decimal("0.01"), b"\n", "I")]),
     ]
@@ -196,8 +198,12 @@ def test_statements_made_for_tables_together_are_each_tables_own():
         "DELETE FROM `db`.`a` WHERE `id` IN (2, 3)", 2,
         "INSERT INTO `db`.`a` (`id`, `v`, `n`, `b`) VALUES (1, _utf8mb4 X'6f6e65', '1.50', X'0001'), "
         "(2, NULL, NULL, NULL)", 2)
-    assert together[2] == TableStatements(None, 0, None, 0)
-    assert together[3].insert.endswith("(5, _utf8mb4 X'f09f9880', '0.01', X'0a')")
+    assert together[1].delete == "DELETE FROM `db`.`b` WHERE `id` IN (7)"
+    assert together[2] == TableStatements(
+        "DELETE FROM `db`.`e` WHERE (`id`, `v`) IN ((8, _utf8mb4 X'6b'), (9, _utf8mb4 X'6c'))", 2,
+        "INSERT INTO `db`.`e` (`id`, `v`, `n`, `b`) VALUES (9, _utf8mb4 X'6c', NULL, NULL)", 1)
+    assert together[3] == TableStatements(None, 0, None, 0)
+    assert together[4].insert.endswith("(5, _utf8mb4 X'f09f9880', '0.01', X'0a')")
 
 
 def _table(name: str, key_types: list[str], keys: tuple[str, ...] = ("k",)) -> tuple[TableChanges, tuple]:
