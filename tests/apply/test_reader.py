@@ -4,6 +4,7 @@ loopback for ``s3://``); a small table's file inside a pack is read from its byt
 tables of a pack read together cost one request."""
 
 import io
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -115,6 +116,22 @@ def test_tables_of_one_pack_are_read_with_one_request_each_its_own_rows(storage)
     # one ranged request covering the three packed tables' bytes (not the first table's), one GET
     assert counting.requests == [("batch/seg-00000/small-tables-00000.pack", offsets[1], len(pack) - offsets[1]),
                                  "batch/seg-00000/db.big/part-00000.parquet"]
+
+
+def test_a_file_unlike_its_manifest_among_a_groups_tables_is_an_error_naming_it(tmp_path):
+    """The group's tables are read by several threads: a bad file in any share stops the read."""
+    bad = io.BytesIO()
+    pq.write_table(pa.table({"id": ["one", "two"], "v": ["a", "b"]}), bad)  # ids as text
+    files = [parquet_bytes(3, first=10 * i) for i in range(4)]
+    files[2] = bad.getvalue()
+    offsets = [sum(len(f) for f in files[:i]) for i in range(len(files))]
+    store = StorageSpec(f"file://{tmp_path}/root").open()
+    store.put_bytes("batch/seg-00000/small-tables-00000.pack", b"".join(files))
+    tables = [_table(f"t{i}", ("seg-00000/small-tables-00000.pack",), ((offsets[i], len(files[i])),), 3)
+              for i in range(len(files))]
+    where = f"small-tables-00000.pack (bytes {offsets[2]}-{offsets[2] + len(files[2]) - 1})"
+    with pytest.raises(ValueError, match=re.escape(where) + ".*types do not match the manifest"):
+        read_tables(store, "batch", [(SCHEMA, t) for t in tables])
 
 
 def test_a_pack_shorter_than_its_manifest_says_is_an_error_naming_it(storage):
