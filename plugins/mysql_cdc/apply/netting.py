@@ -48,6 +48,15 @@ def table_columns(changes: pa.Table) -> list[str]:
     return [c for c in changes.column_names if c not in cr.METADATA_NAMES]
 
 
+def as_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column's values as one array: its only chunk as it is (what a small table's column has),
+    else its chunks combined. (``combine_chunks`` copies even one chunk: ~5 µs a call, which a
+    thousand small tables pay several times each.)"""
+    if isinstance(values, pa.Array):
+        return values
+    return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
+
+
 def rows_after(changes: pa.Table, position: BinlogPosition) -> pa.Table:
     """The change rows whose event lies at or after ``position`` (``transforms.after_checkpoint``)."""
     # numpy: a few microseconds per call where an Arrow kernel costs tens, which a batch of a
@@ -89,7 +98,7 @@ def op_letters(ops: pa.Array) -> np.ndarray:
 
 
 def _before(changes: pa.Table) -> pa.StructArray:
-    return changes.column(cr.BEFORE).combine_chunks()
+    return as_array(changes.column(cr.BEFORE))
 
 
 def _grouping(values: pa.Array) -> pa.Array:
@@ -99,11 +108,12 @@ def _grouping(values: pa.Array) -> pa.Array:
     return values
 
 
-def _images(changes: pa.Table, columns: Sequence[str], source: np.ndarray, row: np.ndarray) -> pa.Table:
+def _images(changes: pa.Table, columns: Sequence[str], source: np.ndarray, row: np.ndarray) -> list:
     """Per (source, row): the after image (``_AFTER``) or the before image (``_BEFORE``) of that
-    change row, as one table of the table's columns, all NULL-able. A column the ``_before`` read
-    does not hold (a keyed table's holds its key: ``reader.change_schema``) is NULL in a before
-    image: only a moved key's delete takes one, and a delete needs its key only."""
+    change row, as the values of each of ``columns`` (``_net_table`` makes them NULL-able). A
+    column the ``_before`` read does not hold (a keyed table's holds its key:
+    ``reader.change_schema``) is NULL in a before image: only a moved key's delete takes one, and
+    a delete needs its key only."""
     from_before = source == _BEFORE
     row = pa.array(row)
     if from_before.any():
@@ -114,11 +124,9 @@ def _images(changes: pa.Table, columns: Sequence[str], source: np.ndarray, row: 
         def before_image(c: str) -> pa.Array:
             return before.field(c) if c in held else pa.nulls(len(row), changes.schema.field(c).type)
 
-        arrays = [pc.if_else(from_before, before_image(c), changes.column(c).take(row)) for c in columns]
-    else:  # the usual case (no key moved away last, no update in a keyless table): after images only
-        arrays = changes.select(columns).take(row).columns  # one take for all columns
-    schema = pa.schema([changes.schema.field(c).with_nullable(True) for c in columns])
-    return pa.Table.from_arrays(arrays, schema=schema)
+        return [pc.if_else(from_before, before_image(c), changes.column(c).take(row)) for c in columns]
+    # the usual case (no key moved away last, no update in a keyless table): after images only
+    return changes.select(columns).take(row).columns  # one take for all columns
 
 
 def _op_array(codes: np.ndarray) -> pa.Array:
@@ -128,11 +136,18 @@ def _op_array(codes: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(codes), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _with_net(images: pa.Table, ops: pa.Array, counts: pa.Array) -> pa.Table:
+_NET_FIELDS = (pa.field(OP, pa.string()), pa.field(COUNT, pa.int64()))
+
+
+def _net_table(changes: pa.Table, columns: Sequence[str], images: Sequence, ops: pa.Array, counts: pa.Array
+               ) -> pa.Table:
+    """The net rows: the values ``images`` of the table's ``columns``, every column NULL-able (a
+    before image may lack one), then the op letters and the copy counts; one table made at once."""
     # (a cast costs tens of microseconds even when there is nothing to convert)
     ops = ops if ops.type == pa.string() else ops.cast(pa.string())
     counts = counts if counts.type == pa.int64() else counts.cast(pa.int64())
-    return images.append_column(OP, ops).append_column(COUNT, counts)
+    schema = pa.schema([*(changes.schema.field(c).with_nullable(True) for c in columns), *_NET_FIELDS])
+    return pa.Table.from_arrays([*images, ops, counts], schema=schema)
 
 
 def _key_ranks(after: pa.Array, old: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -178,11 +193,11 @@ def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
     n = changes.num_rows
     columns, before = table_columns(changes), _before(changes)
     # the op letters as numpy bytes: three comparisons for a few microseconds
-    letters = op_letters(changes.column(cr.OP).combine_chunks())
+    letters = op_letters(as_array(changes.column(cr.OP)))
     is_insert, is_update, is_delete = (letters == o.encode() for o in (cr.INSERT, cr.UPDATE, cr.DELETE))
     # per key column, the ranks of the rows' (after) keys and of the updates' before keys
     updates = np.flatnonzero(is_update)
-    ranks = [_key_ranks(changes.column(k).combine_chunks(), before.field(k).take(pa.array(updates)))
+    ranks = [_key_ranks(as_array(changes.column(k)), before.field(k).take(pa.array(updates)))
              for k in key_columns]
     same_key = np.ones(len(updates), dtype=bool)
     for after, old in ranks:
@@ -212,14 +227,14 @@ def net_keyed(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
         starts[1:] = ~same
     picked, codes = _last_events(events, starts, deletes, creates)
     images = _images(changes, columns, source[picked], row[picked])
-    return _with_net(images, _op_array(codes), pa.array(np.ones(len(picked), dtype=np.int64)))
+    return _net_table(changes, columns, images, _op_array(codes), pa.array(np.ones(len(picked), dtype=np.int64)))
 
 
 def net_keyless(changes: pa.Table, columns: Sequence[str]) -> pa.Table:
     """The net multiset delta of a table without a primary key, as ``transforms.net_keyless_changes``
     then ``expand_copies``: a row whose count went up as that many ``I`` rows (``__mcdc_n`` = 1),
     one whose count went down as one ``D`` row with ``__mcdc_n`` copies to remove."""
-    op = changes.column(cr.OP).combine_chunks()
+    op = as_array(changes.column(cr.OP))
     rows = np.arange(changes.num_rows, dtype=np.int64)
     updates = pc.indices_nonzero(pc.equal(op, cr.UPDATE)).cast(pa.int64())
     # inserts and update after-images count +1, deletes and update before-images -1
@@ -229,7 +244,7 @@ def net_keyless(changes: pa.Table, columns: Sequence[str]) -> pa.Table:
                               pa.array(np.full(len(updates), -1, dtype=np.int64))])
     images = _images(changes, columns, source, row)
     names = [f"__mcdc_col{i}" for i in range(len(columns))]  # grouping by position: any column name
-    events = pa.Table.from_arrays([_grouping(images.column(c).combine_chunks()) for c in columns] + [delta],
+    events = pa.Table.from_arrays([_grouping(as_array(values)) for values in images] + [delta],
                                   names=[*names, _DELTA])
     # NULLs group together (Arrow's hashing, like Spark's grouping): NULLs compare equal
     net = events.group_by(names, use_threads=False).aggregate([(_DELTA, "sum")])
@@ -241,10 +256,9 @@ def net_keyless(changes: pa.Table, columns: Sequence[str]) -> pa.Table:
     picks = pa.array(np.repeat(np.arange(net.num_rows, dtype=np.int64), repeat))
     chosen = net.take(picks)
     chosen_counts = np.repeat(counts, repeat)
-    schema = pa.schema([changes.schema.field(c).with_nullable(True) for c in columns])
-    result = pa.Table.from_arrays([chosen.column(n) for n in names], schema=schema)
     ops = pa.array(np.where(chosen_counts > 0, cr.INSERT, cr.DELETE))
-    return _with_net(result, ops, pa.array(np.where(chosen_counts > 0, 1, -chosen_counts)))
+    return _net_table(changes, columns, [chosen.column(n) for n in names], ops,
+                      pa.array(np.where(chosen_counts > 0, 1, -chosen_counts)))
 
 
 def net_rows(changes: pa.Table, table: TableChanges) -> pa.Table:
@@ -293,11 +307,11 @@ def _group_key(changes: pa.Table, table: TableChanges) -> Optional[tuple[np.ndar
     a key (its old key's delete needs the before image: ``net_keyed``). None otherwise."""
     if len(table.key_columns) != 1 or not changes.num_rows:
         return None
-    keys = changes.column(table.key_columns[0]).combine_chunks()
+    keys = as_array(changes.column(table.key_columns[0]))
     if not pa.types.is_integer(keys.type) or keys.type == pa.uint64() or keys.null_count:
         return None
     keys = _int_values(keys)
-    ops = op_letters(changes.column(cr.OP).combine_chunks())
+    ops = op_letters(as_array(changes.column(cr.OP)))
     updates = np.flatnonzero(ops == cr.UPDATE.encode())
     if len(updates):
         # an update's old key, read from the before image's buffers (a take would cost tens of µs)
@@ -340,8 +354,10 @@ def net_tables(changes: Sequence[pa.Table], tables: Sequence[TableChanges]) -> l
     for j, i in enumerate(together):
         share = slice(bounds[j], bounds[j + 1])
         rows = picked[share] - offsets[j]
-        images = _images(ordered[i], table_columns(ordered[i]), np.full(len(rows), _AFTER, dtype=np.int8), rows)
-        nets[i] = _with_net(images, _op_array(codes[share]), pa.array(np.ones(len(rows), dtype=np.int64)))
+        columns = [c.name for c in tables[i].columns]  # (``table_columns``, without asking Arrow for names)
+        images = _images(ordered[i], columns, np.full(len(rows), _AFTER, dtype=np.int8), rows)
+        nets[i] = _net_table(ordered[i], columns, images, _op_array(codes[share]),
+                             pa.array(np.ones(len(rows), dtype=np.int64)))
     return nets
 
 

@@ -17,6 +17,7 @@ the contract, and a file that does not match it is an error, never a silent rein
 
 from __future__ import annotations
 
+import functools
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Optional, Sequence
@@ -67,22 +68,31 @@ def change_schema(table: TableChanges, metadata: frozenset[str] = frozenset()) -
         pa.field(c.name, arrow_type(c.arrow_type, f"{table.qualified_name}.{c.name}"), c.nullable)
         for c in table.columns
     ]
-    before = cr.change_row_schema(fields).field(cr.BEFORE)
+    cr.refuse_metadata_names(fields)
+    before = fields
     if table.key_columns and cr.BEFORE not in metadata:
-        before = before.with_type(pa.struct([before.type.field(k) for k in table.key_columns]))
+        by_name = {f.name: f for f in fields}
+        before = [by_name[k] for k in table.key_columns]
+    return pa.schema([*fields, *_metadata_fields(metadata), cr.before_field(before)])
+
+
+@functools.lru_cache(maxsize=None)
+def _metadata_fields(metadata: frozenset[str]) -> tuple[pa.Field, ...]:
+    """The metadata fields a change schema holds: ``MERGE_METADATA`` and ``metadata`` (the same
+    few sets for every table of a batch: made once each)."""
     wanted = [f for f in cr.METADATA_FIELDS if f.name in MERGE_METADATA or f.name in metadata]
     # Spark holds instants in microseconds: the commit time (seconds) is read as such, exactly
-    wanted = [f.with_type(pa.timestamp("us", tz="UTC")) if f.name == cr.COMMIT_TS else f for f in wanted]
-    return pa.schema([*fields, *wanted, before])
+    return tuple(f.with_type(pa.timestamp("us", tz="UTC")) if f.name == cr.COMMIT_TS else f for f in wanted)
 
 
 def parquet_columns(schema: pa.Schema) -> list[str]:
     """The Parquet columns to read for ``schema``: its fields by name, and of ``_before`` only
     the fields it holds (``change_schema``), each by its path."""
-    names = [name for name in schema.names if name != cr.BEFORE]
-    if cr.BEFORE in schema.names:
-        names += [f"{cr.BEFORE}.{field.name}" for field in schema.field(cr.BEFORE).type]
-    return names
+    names = schema.names
+    if cr.BEFORE not in names:
+        return names
+    names.remove(cr.BEFORE)
+    return names + [f"{cr.BEFORE}.{field.name}" for field in schema.field(cr.BEFORE).type]
 
 
 def snapshot_schema(table: TableChanges) -> pa.Schema:
@@ -110,15 +120,17 @@ def read_plan(table: TableChanges, parallelism: int) -> list[ReadUnit]:
     return [(f, span, p, parts) for f, span in files for p in range(parts)]
 
 
-def _conform(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
-    if table.schema.names != schema.names:
-        raise ValueError(f"{where}: columns {table.schema.names} differ from the manifest's {schema.names}")
-    if table.schema.equals(schema):
+def _conform(table: pa.Table, schema: pa.Schema, key: str, span: tuple[int, int] | None) -> pa.Table:
+    """A row group as read, in the manifest's schema; an error naming the file (``_where``) if its
+    columns or types are not the manifest's."""
+    if table.schema.equals(schema):  # the usual case, checked first: a thousand small files pay it
         return table
+    if table.schema.names != schema.names:
+        raise ValueError(f"{_where(key, span)}: columns {table.schema.names} differ from the manifest's {schema.names}")
     try:
         return table.cast(schema)  # only nullability flags can differ between writers; types must not
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(f"{where}: the file's types do not match the manifest ({exc})") from exc
+        raise ValueError(f"{_where(key, span)}: the file's types do not match the manifest ({exc})") from exc
 
 
 def read_units(storage: StorageSpec, batch_prefix: str, schema: pa.Schema,
@@ -137,16 +149,22 @@ def _where(key: str, span: tuple[int, int] | None) -> str:
 
 
 def _read(store: ObjectStore, batch_prefix: str, schema: pa.Schema, units: list[ReadUnit]) -> Iterator[pa.RecordBatch]:
+    columns = parquet_columns(schema)
     for file, span, part, parts in units:
         key = f"{batch_prefix}/{file}"
         if span is not None:  # a small table's file in a pack: its bytes, one ranged request
             source = store.get_range(key, *span)
-            yield from _read_groups(_in_memory(source), part, parts, schema, _where(key, span))
+            yield from _batches(_row_groups(_in_memory(source), part, parts, schema, columns, key, span))
         elif parts == 1:  # the whole file: one GET is the cheapest way to all of it
-            yield from _read_groups(_in_memory(store.get_bytes(key)), 0, 1, schema, key)
+            yield from _batches(_row_groups(_in_memory(store.get_bytes(key)), 0, 1, schema, columns, key, None))
         else:  # a share of its row groups: read the footer, then only those groups' bytes
             with store.open_reader(key) as source:
-                yield from _read_groups(pq.ParquetFile(source), part, parts, schema, key)
+                yield from _batches(_row_groups(pq.ParquetFile(source), part, parts, schema, columns, key, None))
+
+
+def _batches(tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
+    for rows in tables:
+        yield from rows.to_batches(max_chunksize=10_000)
 
 
 def _in_memory(data) -> pq.ParquetFile:
@@ -205,16 +223,19 @@ def read_tables(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa
 
 def _read_table(store: ObjectStore, batch_prefix: str, schema: pa.Schema, table: TableChanges,
                 packed: PackedBytes) -> pa.Table:
-    batches = []
-    for file, span, _, _ in read_plan(table, 1):
+    columns = parquet_columns(schema)
+    parts: list[pa.Table] = []
+    for file, span in table.file_spans():
         key = f"{batch_prefix}/{file}"
         if span is None:
             data = pa.py_buffer(store.get_bytes(key))
         else:
             start, buffer = packed[file]
             data = buffer.slice(span[0] - start, span[1])
-        batches += _read_groups(_in_memory(data), 0, 1, schema, _where(key, span))
-    return pa.Table.from_batches(batches, schema=schema)
+        parts += _row_groups(_in_memory(data), 0, 1, schema, columns, key, span)
+    if len(parts) == 1:  # a small table's one file of one row group: as read
+        return parts[0]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 def parquet_files(store: ObjectStore, batch_prefix: str, table: TableChanges) -> list[pa.Buffer]:
@@ -225,13 +246,13 @@ def parquet_files(store: ObjectStore, batch_prefix: str, table: TableChanges) ->
             for file, span in table.file_spans()]
 
 
-def _read_groups(parquet: pq.ParquetFile, part: int, parts: int, schema: pa.Schema,
-                 where: str) -> Iterator[pa.RecordBatch]:
-    """The row groups ``part, part + parts, ...`` of an open Parquet file, conformed to ``schema``."""
+def _row_groups(parquet: pq.ParquetFile, part: int, parts: int, schema: pa.Schema, columns: list[str],
+                key: str, span: tuple[int, int] | None) -> Iterator[pa.Table]:
+    """The row groups ``part, part + parts, ...`` of an open Parquet file (the file ``key``, or its
+    bytes ``span`` in a pack), its ``columns`` (``parquet_columns(schema)``), conformed to ``schema``."""
+    metadata = parquet.metadata
     # Arrow's own threads decode a large row group's columns side by side; for a small one they
     # cost more than they save (a thousand small tables: ~0.5 ms each)
-    threads = parquet.metadata.num_rows >= _THREADED_READ_ROWS
-    for group in range(part, parquet.num_row_groups, parts):
-        rows = _conform(parquet.read_row_group(group, columns=parquet_columns(schema), use_threads=threads),
-                        schema, where)
-        yield from rows.to_batches(max_chunksize=10_000)
+    threads = metadata.num_rows >= _THREADED_READ_ROWS
+    for group in range(part, metadata.num_row_groups, parts):
+        yield _conform(parquet.read_row_group(group, columns=columns, use_threads=threads), schema, key, span)

@@ -7,7 +7,7 @@ before-image of deletes), typed natively, followed by the metadata columns below
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import pyarrow as pa
 
@@ -47,15 +47,24 @@ METADATA_FIELDS: tuple[pa.Field, ...] = (
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {BEFORE}
 
 
-def change_row_schema(table_fields: Iterable[pa.Field]) -> pa.Schema:
-    """The Arrow schema of a table's change rows: its columns, the metadata, the before struct."""
-    table_fields = list(table_fields)
+def refuse_metadata_names(table_fields: Sequence[pa.Field]) -> None:
+    """A clear error if a table's column has a change-row metadata name."""
     clash = [f.name for f in table_fields if f.name in METADATA_NAMES]
     if clash:
         raise ValueError(
             f"column(s) {clash} collide with change-row metadata names; "
             "rename them on the leader or exclude the table"
         )
-    # the struct's children are nullable: under a NULL struct (inserts, deletes) they hold nulls
-    before = pa.field(BEFORE, pa.struct([f.with_nullable(True) for f in table_fields]), nullable=True)
-    return pa.schema([*table_fields, *METADATA_FIELDS, before])
+
+
+def before_field(table_fields: Iterable[pa.Field]) -> pa.Field:
+    """The ``_before`` struct of these columns of a table. Its children are nullable: under a NULL
+    struct (inserts, deletes) they hold nulls."""
+    return pa.field(BEFORE, pa.struct([f.with_nullable(True) for f in table_fields]), nullable=True)
+
+
+def change_row_schema(table_fields: Iterable[pa.Field]) -> pa.Schema:
+    """The Arrow schema of a table's change rows: its columns, the metadata, the before struct."""
+    table_fields = list(table_fields)
+    refuse_metadata_names(table_fields)
+    return pa.schema([*table_fields, *METADATA_FIELDS, before_field(table_fields)])

@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...apply.netting import op_letters
+from ...apply.netting import as_array, op_letters
 from ...contracts import TableChanges
 from ...contracts import change_row as cr
 from .encoding import FROM_HEX, LoadColumn, hex_text, load_column, quote_ident
@@ -116,7 +116,7 @@ class _TableRows:
         self.target = qualified(table.database, table.table)
         self.net = net
         self.mysql_types = {c.name: c.mysql_type for c in table.columns}
-        ops = op_letters(net.column(OP).combine_chunks())
+        ops = op_letters(as_array(net.column(OP)))
         self.removed = np.flatnonzero(ops != cr.INSERT.encode())
         self.added = np.flatnonzero(ops != cr.DELETE.encode())
         self.keys = list(table.key_columns) if len(self.removed) else []
@@ -153,7 +153,7 @@ class _Literals:
         columns: dict[tuple[pa.DataType, str], LoadColumn] = {}  # a thousand tables have a few dozen kinds
         for i, plan in enumerate(plans):
             for name in plan.needed():
-                values = plan.net.column(name).combine_chunks()
+                values = as_array(plan.net.column(name))
                 kind = (values.type, plan.mysql_types[name])
                 column = columns.get(kind) or columns.setdefault(kind, load_column(name, *kind))
                 key = (values.type, column.encode, column.via_variable)
