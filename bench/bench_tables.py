@@ -11,7 +11,9 @@ MySQL follower that has the tables, empty; the job's own time (``run_merge``: fr
 session up to the last commit) is read from its log. Each spread is merged once into its new
 tables (reported as ``first_merge_seconds``), then ``--repeat`` times more (the same batch into
 the same tables emptied, from the same checkpoint), and the median of these is the figure: a
-follower applies every interval into tables it has written before. (Into new tables, InnoDB's
+follower applies every interval into tables it has written before. These repeats go round the
+spreads (1, 100, 1,000 tables, then again), so that the spreads a ratio compares are merged at
+about the same times of a run. (Into new tables, InnoDB's
 first writes to each table's new tablespace cost the follower 0.6-0.9 ms per table more: 1,000
 tables, 1.3-1.6 s of its CPU against 0.7 s. So the tables are emptied with ``DELETE`` and the
 purge of the deleted rows waited for, not with ``TRUNCATE``, which makes a new tablespace.)
@@ -41,7 +43,7 @@ import os
 import sys
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -54,7 +56,7 @@ from local_services import MariaDBServer  # noqa: E402
 from services.moto_s3 import MotoS3Server  # noqa: E402
 from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
-from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, PositionRange  # noqa: E402
 from mysql_cdc.followers import FollowerSpec  # noqa: E402
 from mysql_cdc.settings import JobSecrets, MySQLSettings  # noqa: E402
 from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
@@ -171,9 +173,37 @@ def checksums(server: MariaDBServer, db: str, tables: int) -> dict[str, int]:
         conn.close()
 
 
-def measure(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSettings, secrets_for,
-            storage: StorageSpec, work: Path, tables: int, rows: int, repeat: int, key: KeyKind) -> dict:
-    db, pipeline = f"spread_{tables}", f"spread_{tables}"
+@dataclass
+class Spread:
+    """One spread's batch, captured once and merged again and again into its emptied tables."""
+
+    tables: int
+    start: BinlogPosition  # the checkpoint every merge of the batch starts from
+    manifest_uri: str
+    change_rows: int
+    extract_seconds: float
+    batch_objects: int
+    first: dict  # the merge into the new tables
+    merges: list[dict] = field(default_factory=list)  # the merges after it
+
+    @property
+    def db(self) -> str:
+        return f"spread_{self.tables}"  # the database, and the pipeline's name
+
+    def result(self) -> dict:
+        """The spread's figures: its median merge (by the job's seconds) and every merge's seconds."""
+        merges = sorted(self.merges, key=lambda m: m["seconds"])
+        return {"tables": self.tables, "change_rows": self.change_rows, "extract_seconds": round(self.extract_seconds, 2),
+                "batch_objects": self.batch_objects, **merges[len(merges) // 2],
+                "seconds_all_runs": [m["seconds"] for m in self.merges], "first_merge_seconds": self.first["seconds"],
+                "first_merge_follower_cpu_seconds": self.first["follower_cpu_seconds"]}
+
+
+def prepare(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSettings, secrets_for,
+            storage: StorageSpec, work: Path, tables: int, rows: int, key: KeyKind) -> Spread:
+    """A spread's tables created on both servers, its change rows written on the leader and
+    captured into one batch, then merged once into the follower's new tables."""
+    db = f"spread_{tables}"
     log(f"{tables} tables: creating them and writing {rows} change rows ...")
     create_tables([leader, follower], db, tables, key)
     start = position(settings)
@@ -182,12 +212,12 @@ def measure(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSetti
     conn = follower.connect()
     try:
         ensure_state_tables(conn)
-        write_checkpoint(conn, Checkpoint(pipeline, start))
+        write_checkpoint(conn, Checkpoint(db, start))
     finally:
         conn.close()
     store = storage.open()
     started = time.monotonic()
-    batch = extract_range(settings, RangeRequest(pipeline, PositionRange(start, end), TableFilter((f"{db}.*",))),
+    batch = extract_range(settings, RangeRequest(db, PositionRange(start, end), TableFilter((f"{db}.*",))),
                           BatchTarget(store))
     extract_seconds = time.monotonic() - started
     assert batch.row_count == workload["per_table"] * tables, (batch.row_count, workload)
@@ -195,18 +225,17 @@ def measure(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSetti
     manifest_uri = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
     log(f"{tables} tables: merging {batch.row_count} change rows with spark-submit into the new tables ...")
     first = merge_once(leader, follower, secrets_for, work, manifest_uri, db, tables)
-    merges = []
-    for attempt in range(repeat):
-        # the same batch again, into the same tables emptied, from the same checkpoint
-        reset_follower(follower, db, tables, Checkpoint(pipeline, start))
-        log(f"{tables} tables: merging {batch.row_count} change rows with spark-submit ({attempt + 1}/{repeat}) ...")
-        merges.append(merge_once(leader, follower, secrets_for, work, manifest_uri, db, tables))
-    merges.sort(key=lambda m: m["seconds"])
-    median = merges[len(merges) // 2]
-    return {"tables": tables, "change_rows": batch.row_count, "extract_seconds": round(extract_seconds, 2),
-            "batch_objects": objects, **median,
-            "seconds_all_runs": [m["seconds"] for m in merges], "first_merge_seconds": first["seconds"],
-            "first_merge_follower_cpu_seconds": first["follower_cpu_seconds"]}
+    return Spread(tables, start, manifest_uri, batch.row_count, extract_seconds, objects, first)
+
+
+def merge_again(leader: MariaDBServer, follower: MariaDBServer, secrets_for, work: Path, spread: Spread,
+                repeat: int) -> None:
+    """The spread's batch merged again, into its tables emptied, from the same checkpoint."""
+    reset_follower(follower, spread.db, spread.tables, Checkpoint(spread.db, spread.start))
+    log(f"{spread.tables} tables: merging {spread.change_rows} change rows with spark-submit "
+        f"({len(spread.merges) + 1}/{repeat}) ...")
+    spread.merges.append(merge_once(leader, follower, secrets_for, work, spread.manifest_uri, spread.db,
+                                    spread.tables))
 
 
 def reset_follower(follower: MariaDBServer, db: str, tables: int, checkpoint: Checkpoint) -> None:
@@ -270,10 +299,17 @@ def main() -> int:
             return JobSecrets(FollowerSpec.mysql(follower_settings), storage)
 
         started = time.monotonic()
-        spreads = [measure(leader, follower, leader_settings, secrets_for, storage, work, n, args.rows,
-                           args.repeat, KEYS[args.key]) for n in counts]
+        spreads = [prepare(leader, follower, leader_settings, secrets_for, storage, work, n, args.rows,
+                           KEYS[args.key]) for n in counts]
+        # The repeats go round the spreads (1, 100, 1,000 tables, then again), so that every spread
+        # is merged at about the same times: this machine's speed drifts over minutes, and spreads
+        # merged one after the other carried that drift into their ratio.
+        for _ in range(args.repeat):
+            for spread in spreads:
+                merge_again(leader, follower, secrets_for, work, spread, args.repeat)
+        results = [spread.result() for spread in spreads]
         suffix = ("_s3" if args.store == "s3" else "") + ("" if args.key == "bigint" else "_binary_key")
-        print(json.dumps(figures(spreads, args.rows, suffix, time.monotonic() - started), sort_keys=True))
+        print(json.dumps(figures(results, args.rows, suffix, time.monotonic() - started), sort_keys=True))
         return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
+from typing import Sequence
 
 SUMMARY_ENV = "MYSQL_CDC_SUMMARY_FILE"
 
@@ -41,6 +42,33 @@ class TableReport:
 
     def _changes(self) -> str:
         return f"{self.inserted:,} inserted, {self.updated:,} updated, {self.deleted:,} deleted"
+
+
+# A segment's tables the merge job logs one by one; of more, the ones with the most changes, and the
+# others in one line. A batch of an OLTP schema may touch a thousand tables every interval: its
+# every table is in the merge summary, which the merge task logs table by table (``describe``).
+LOGGED_TABLES = 20
+
+
+def segment_lines(reports: Sequence[TableReport], limit: int = LOGGED_TABLES) -> list[str]:
+    """The job's log lines for a row segment's tables: one per table (with where its time went), in
+    the segment's order; of more than ``limit`` tables, the ``limit`` with the most changes, then
+    the others summed in one line."""
+    busiest = sorted(range(len(reports)), key=lambda i: reports[i].rows_in, reverse=True)[:limit]
+    shown = set(busiest)
+    lines = [_segment_line(reports[i]) for i in sorted(shown)]
+    others = [r for i, r in enumerate(reports) if i not in shown]
+    if others:
+        rest = TableReport(f"{len(others):,} more tables", 0)
+        for report in others:
+            for name in ("rows_in", "inserted", "updated", "deleted", "stage_seconds", "apply_seconds"):
+                setattr(rest, name, getattr(rest, name) + getattr(report, name))
+        lines.append(_segment_line(rest)[:-1] + "; each table in the merge summary)")
+    return lines
+
+
+def _segment_line(report: TableReport) -> str:
+    return f"merged {report.describe()} (stage {report.stage_seconds:.2f} s, apply {report.apply_seconds:.2f} s)"
 
 
 @dataclass

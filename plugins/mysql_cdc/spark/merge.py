@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 from ..apply import netting
 from ..apply.reader import PackedBytes, change_schema, fetch_packed
-from ..apply.report import MergeSummary, TableReport
+from ..apply.report import MergeSummary, TableReport, segment_lines
 from ..contracts import (
     BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges,
     TablePositions, checkpoint_after_copies, plan_replay, table_position,
@@ -228,9 +228,9 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
         _discard(ctx, segment)
     for report in reports.values():
         report.rows_written, report.apply_seconds = applied.get(report.table, (0, 0.0))
-        log.info("merged %s (stage %.2f s, apply %.2f s)", report.describe(), report.stage_seconds,
-                 report.apply_seconds)
         ctx.summary.add(report)
+    for line in segment_lines(list(reports.values())):
+        log.info("%s", line)
     log.info("committed segment %d up to %s (lock, checkpoint, commit: %.2f s)", segment.index, segment.end,
              commit_seconds)
     return done
