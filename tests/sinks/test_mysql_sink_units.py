@@ -86,3 +86,26 @@ def test_shadow_tables_are_named_within_mysql_limits_and_apart_per_table_and_rol
     names = {shadow_name(t, role) for t in (long_a, long_b) for role in ("new", "old")}
     assert len(names) == 4 and all(len(n) <= 64 and n.startswith("__mcdc_") for n in names)
     assert shadow_name(long_a, "new") == shadow_name(long_a, "new")
+
+
+@pytest.mark.parametrize("version", ["10.5.0-MariaDB", "10.11.6-MariaDB-0+deb12u1", "11.4.2-MariaDB", "8.0.36",
+                                     "8.4.3", "9.7.0"])
+def test_a_follower_of_a_supported_version_passes(version):
+    from mysql_cdc.sinks.mysql.follower import check_follower_version
+
+    check_follower_version(version, "the follower at db2:3306 as 'cdc'")
+
+
+@pytest.mark.parametrize("version, flavor", [("10.4.34-MariaDB-1:10.4.34+maria~deb10", "mariadb"),
+                                             ("5.7.44-log", "mysql")])
+def test_an_older_follower_is_refused_naming_it_and_what_it_needs(version, flavor):
+    from mysql_cdc.apply.errors import FollowerVersionError
+    from mysql_cdc.failures import is_permanent
+    from mysql_cdc.sinks.mysql.follower import check_follower_version
+
+    with pytest.raises(FollowerVersionError) as raised:
+        check_follower_version(version, "the follower at db2:3306 as 'cdc'")
+    assert str(raised.value) == (
+        f"the follower at db2:3306 as 'cdc' runs {flavor} {version}: the merge needs MariaDB 10.5+ or MySQL 8.0+ as "
+        "the follower; upgrade it, or point the pipeline's follower connection at a newer server")
+    assert is_permanent(raised.value)  # no retry: the task fails at once

@@ -24,3 +24,9 @@ class FollowerSchemaError(MergeError):
 class FollowerDivergedError(MergeError):
     """The follower's rows are not what the leader had before the batch: it was changed outside
     the pipeline, so applying the batch would not reproduce the leader."""
+
+
+class FollowerVersionError(MergeError):
+    """The follower server is older than the merge's queries need: no retry can fix it."""
+
+    permanent = True

@@ -38,8 +38,8 @@ from ...settings import MySQLSettings
 from ...storage import ObjectStore
 from .connection import connect
 from .encoding import quote_ident
-from .dialect import DdlTranslator, flavor_of
-from ...apply.errors import CheckpointError, FollowerSchemaError, MergeError
+from .dialect import MARIADB, MYSQL, DdlTranslator, flavor_of
+from ...apply.errors import CheckpointError, FollowerSchemaError, FollowerVersionError, MergeError
 from ...faults import crash_point
 from .rows import apply_keyed, apply_keyless, apply_statements, diverged, load_rows
 from ...contracts.change_row import RESERVED_PREFIX
@@ -51,6 +51,21 @@ from .tables import FollowerColumn, StagedTable, qualified, shadow_name, shadow_
 log = logging.getLogger(__name__)
 
 _ER_NO_SUCH_TABLE, _ER_BAD_DB = 1146, 1049
+
+
+# the oldest servers the merge's queries run on as followers (``tables_columns``: JSON_ARRAYAGG)
+_OLDEST_FOLLOWER = {MARIADB: (10, 5), MYSQL: (8, 0)}
+
+
+def check_follower_version(version: str, where: str) -> None:
+    """A clear error if the follower (``where``, as its settings describe it) runs a server older
+    than ``_OLDEST_FOLLOWER`` (``version``: its ``SELECT VERSION()``)."""
+    flavor = flavor_of(version)
+    numbers = tuple(int(n) for n in re.findall(r"\d+", version)[:2])
+    if numbers < _OLDEST_FOLLOWER[flavor]:
+        raise FollowerVersionError(
+            f"{where} runs {flavor} {version}: the merge needs MariaDB 10.5+ or MySQL 8.0+ as the follower; "
+            "upgrade it, or point the pipeline's follower connection at a newer server")
 
 
 def _follower_column(name: str, data_type: str, column_type: str, charset: str | None, collation: str | None,
@@ -69,6 +84,11 @@ class Follower:
         # tables' statements go many per round trip (``rows.apply_statements``)
         self.conn = connect(settings, local_infile=True, client_flag=CLIENT.MULTI_STATEMENTS)
         version, max_packet = self._rows("SELECT VERSION(), @@max_allowed_packet")[0]
+        try:
+            check_follower_version(version, settings.describe("follower"))
+        except FollowerVersionError:
+            self.conn.close()
+            raise
         self.flavor = flavor_of(version)
         # the SQL one round trip of statements may carry: well within what the server accepts
         self.statement_bytes = min(STATEMENT_BYTES, int(max_packet) // 4)
