@@ -43,6 +43,11 @@ class TableReport:
     def _changes(self) -> str:
         return f"{self.inserted:,} inserted, {self.updated:,} updated, {self.deleted:,} deleted"
 
+    def add_figures(self, other: "TableReport") -> None:
+        """Count ``other``'s figures (rows, counts, seconds) into this report's."""
+        for name in ("rows_in", "inserted", "updated", "deleted", "rows_written", "stage_seconds", "apply_seconds"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
 
 # A segment's tables the merge job logs one by one; of more, the ones with the most changes, and the
 # others in one line. A batch of an OLTP schema may touch a thousand tables every interval: its
@@ -61,14 +66,13 @@ def segment_lines(reports: Sequence[TableReport], limit: int = LOGGED_TABLES) ->
     if others:
         rest = TableReport(f"{len(others):,} more tables", 0)
         for report in others:
-            for name in ("rows_in", "inserted", "updated", "deleted", "stage_seconds", "apply_seconds"):
-                setattr(rest, name, getattr(rest, name) + getattr(report, name))
-        lines.append(_segment_line(rest)[:-1] + "; each table in the merge summary)")
+            rest.add_figures(report)
+        lines.append(_segment_line(rest, "; each table in the merge summary"))
     return lines
 
 
-def _segment_line(report: TableReport) -> str:
-    return f"merged {report.describe()} (stage {report.stage_seconds:.2f} s, apply {report.apply_seconds:.2f} s)"
+def _segment_line(report: TableReport, note: str = "") -> str:
+    return f"merged {report.describe()} (stage {report.stage_seconds:.2f} s, apply {report.apply_seconds:.2f} s{note})"
 
 
 @dataclass
@@ -95,8 +99,7 @@ class MergeSummary:
             self.tables.append(report)
             self._index[(report.table, report.kind)] = report
             return
-        for name in ("rows_in", "inserted", "updated", "deleted", "rows_written", "stage_seconds", "apply_seconds"):
-            setattr(existing, name, getattr(existing, name) + getattr(report, name))
+        existing.add_figures(report)
 
     @property
     def net_rows(self) -> int:
