@@ -11,6 +11,7 @@
 
 mod builders;
 mod json_text;
+mod parquet_files;
 mod plan;
 mod result_rows;
 mod rows;
@@ -36,5 +37,7 @@ fn mysql_cdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<rows::DecodedRows>()?;
     m.add_class::<result_rows::ResultRowsDecoder>()?;
     m.add("DecodeError", m.py().get_type::<DecodeError>())?;
+    m.add_function(wrap_pyfunction!(parquet_files::read_files, m)?)?;
+    m.add("ParquetError", m.py().get_type::<parquet_files::ParquetError>())?;
     Ok(())
 }
