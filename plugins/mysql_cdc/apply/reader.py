@@ -206,14 +206,24 @@ def read_tables(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa
     small tables, ``apply.netting``) from the job's open ``store`` (a new S3 client per table would
     cost more than a small table's rows): the same files, checks and schema as the executors'
     ``read_units``. Tables whose files share a pack cost one request for all of them
-    (``fetch_packed``, unless the caller fetched them already: ``packed``). The files are read by
-    the compiled reader (``compiled_read``) in one call when it is installed, else by pyarrow on
-    ``_READ_THREADS`` threads, every one a share of the tables."""
+    (``fetch_packed``, unless the caller fetched them already: ``packed``).
+
+    Tables of fewer than ``_THREADED_READ_ROWS`` change rows are read by the compiled reader
+    (``compiled_read``), all in one call, when it is installed; the others, and all of them
+    without it, by pyarrow on ``_READ_THREADS`` threads, every one a share of the tables (for a
+    large file Arrow's own threads decode its columns side by side: 1M change rows in 0.11 s,
+    where the compiled reader, one thread per file, took 0.19 s)."""
     if packed is None:
         packed = fetch_packed(store, batch_prefix, [table for _, table in tables])
-    if compiled_read.available():
-        return _read_compiled(store, batch_prefix, tables, packed)
+    small = compiled_read.available()
+    by_compiled = [small and table.row_count < _THREADED_READ_ROWS for _, table in tables]
+    compiled = iter(_read_compiled(store, batch_prefix, [t for t, c in zip(tables, by_compiled) if c], packed))
+    others = iter(_read_pyarrow(store, batch_prefix, [t for t, c in zip(tables, by_compiled) if not c], packed))
+    return [next(compiled) if c else next(others) for c in by_compiled]
 
+
+def _read_pyarrow(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa.Schema, TableChanges]],
+                  packed: PackedBytes) -> list[pa.Table]:
     def read(share: Sequence[tuple[pa.Schema, TableChanges]]) -> list[pa.Table]:
         return [_read_table(schema, _table_files(store, batch_prefix, table, packed)) for schema, table in share]
 
@@ -254,6 +264,8 @@ def _read_compiled(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple
                    packed: PackedBytes) -> list[pa.Table]:
     """The compiled reader's reading of the tables' files, all in one call, each file then checked
     against its table's schema as pyarrow's reading is (``_conform``)."""
+    if not tables:
+        return []
     files = [_table_files(store, batch_prefix, table, packed) for _, table in tables]
     flat = [(schema, key, span, data) for (schema, _), table_files in zip(tables, files) for key, span, data in table_files]
     read = iter(compiled_read.read_files([data for *_, data in flat], [parquet_columns(schema) for schema, *_ in flat],
