@@ -1,13 +1,15 @@
 //! mysql-cdc's compiled row decoder.
 //!
-//! One narrow job: row bytes in, Arrow arrays out, with no Python object per value. The bytes are
+//! One narrow job: bytes in, Arrow arrays out, with no Python object per value. The bytes are
 //! binlog rows events with their table map (capture), or a `SELECT`'s row packets (a snapshot
-//! copy, `result_rows`). Everything else (the connection, the dump protocol, positions,
+//! copy, `result_rows`), or small Parquet files the merge driver reads (`parquet_files`: the
+//! `parquet` crate's reader). Everything else (the connection, the dump protocol, positions,
 //! event framing, transactions, DDL) stays in Python with mysql-replication, and the pure-Python
 //! decoder (`mysql_cdc.capture.types`) stays the reference this one is tested against.
 //!
-//! Its only caller is `mysql_cdc.capture.native`, which decides, per table, the Arrow type of
-//! every column (the `ColumnPlan`s) from the same rules the reference path uses.
+//! The decoders' only caller is `mysql_cdc.capture.native`, which decides, per table, the Arrow
+//! type of every column (the `ColumnPlan`s) from the same rules the reference path uses; the
+//! Parquet reader's is `mysql_cdc.apply.compiled_read`, with pyarrow's reading as its reference.
 
 mod builders;
 mod json_text;
