@@ -16,7 +16,7 @@ reads with pyarrow, and says so once in the job's log: the rows are the same eit
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pyarrow as pa
 
@@ -47,15 +47,16 @@ def available() -> bool:
     return _native is not None
 
 
-def read_files(files: Sequence[pa.Buffer], columns: Sequence[list[str]], where: Sequence[str]) -> list[pa.Table]:
+def read_files(files: Sequence[pa.Buffer], columns: Sequence[list[str]], where: Callable[[int], str]) -> list[pa.Table]:
     """Each whole Parquet file in ``files`` (its bytes), the columns ``columns[i]`` of file i (names,
     or ``struct.field`` paths as ``reader.parquet_columns`` gives them), as a table in the file's
-    column order; ``where[i]`` names file i in the error a file that is not Parquet raises."""
+    column order; ``where(i)`` names file i in the error a file that is not Parquet raises (made
+    only then: a thousand files' names would cost more than the error path ever does)."""
     # a pa.Buffer offers its bytes as signed chars: the same bytes, viewed as the unsigned ones Rust takes
     views = [memoryview(f).cast("B") for f in files]
     try:
         batches = _native.read_files(views, list(columns), THREADS)
     except _native.ParquetError as exc:
         index, message = exc.args
-        raise ValueError(f"{where[index]}: not a Parquet file the merge can read ({message})") from None
+        raise ValueError(f"{where(index)}: not a Parquet file the merge can read ({message})") from None
     return [pa.Table.from_batches([pa.record_batch(b)]) for b in batches]

@@ -215,8 +215,8 @@ def read_tables(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa
     where the compiled reader, one thread per file, took 0.19 s)."""
     if packed is None:
         packed = fetch_packed(store, batch_prefix, [table for _, table in tables])
-    small = compiled_read.available()
-    by_compiled = [small and table.row_count < _THREADED_READ_ROWS for _, table in tables]
+    installed = compiled_read.available()
+    by_compiled = [installed and table.row_count < _THREADED_READ_ROWS for _, table in tables]
     compiled = iter(_read_compiled(store, batch_prefix, [t for t, c in zip(tables, by_compiled) if c], packed))
     others = iter(_read_pyarrow(store, batch_prefix, [t for t, c in zip(tables, by_compiled) if not c], packed))
     return [next(compiled) if c else next(others) for c in by_compiled]
@@ -267,9 +267,11 @@ def _read_compiled(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple
     if not tables:
         return []
     files = [_table_files(store, batch_prefix, table, packed) for _, table in tables]
-    flat = [(schema, key, span, data) for (schema, _), table_files in zip(tables, files) for key, span, data in table_files]
-    read = iter(compiled_read.read_files([data for *_, data in flat], [parquet_columns(schema) for schema, *_ in flat],
-                                         [_where(key, span) for _, key, span, _ in flat]))
+    columns = [parquet_columns(schema) for schema, _ in tables]  # once per table, not per file
+    flat = [(data, table_columns) for table_files, table_columns in zip(files, columns) for *_, data in table_files]
+    names = [(key, span) for table_files in files for key, span, _ in table_files]
+    read = iter(compiled_read.read_files([data for data, _ in flat], [c for _, c in flat],
+                                         lambda i: _where(*names[i])))
     return [_joined([_conform(next(read), schema, key, span) for key, span, _ in table_files], schema)
             for (schema, _), table_files in zip(tables, files)]
 
