@@ -35,14 +35,15 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench"
 
 from bench_merge import DB, PIPELINE, TABLE, leader_workload, position  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
-from mysql_cdc.followers import FollowerSpec  # noqa: E402
+from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec  # noqa: E402
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
-from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings  # noqa: E402
-from mysql_cdc.state.delta import DeltaStateStore, LakeLocation  # noqa: E402
-from mysql_cdc.state.delta.packages import submit_needs  # noqa: E402
+from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
+from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
+from mysql_cdc.kinds.delta.submit import submit_needs  # noqa: E402
 from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
 GROWTH_CHANGES = 10_000
@@ -78,14 +79,14 @@ def capture(settings: MySQLSettings, storage: StorageSpec, start, end):
 
 def lake_secrets(lake: StorageSpec, storage: StorageSpec, start) -> JobSecrets:
     DeltaStateStore(LakeLocation(lake)).initialize(Checkpoint(PIPELINE, start))
-    return JobSecrets(FollowerSpec.delta(lake), storage)
+    return JobSecrets(delta_follower_spec(lake), storage)
 
 
 def merge_vs_append(spark, leader: MariaDBServer, settings, storage, work: Path, rows: int) -> dict:
     """The batch merged twice, into two empty lakes: the first merge is the session's first work
     (the JVM's and the Python workers' warm-up, which the tiny-run figure measures on its own), the
     second runs warm like the append it is compared with."""
-    from mysql_cdc.spark.merge import run_merge
+    from mysql_cdc.merge.job import run_merge
 
     start = position(settings)
     leader_workload(leader, rows)
@@ -116,8 +117,8 @@ def growth(spark, leader: MariaDBServer, settings, storage, work: Path, big: int
     """One batch of GROWTH_CHANGES updates over keys spread on [0, big), into a big table and into
     a table of 1% of its rows over the same key range (both holding every updated key)."""
     from mysql_cdc.contracts import ColumnSpec
-    from mysql_cdc.sinks.delta.tables import DeltaTableRef, create_table
-    from mysql_cdc.spark.merge import run_merge
+    from mysql_cdc.kinds.delta.sink.tables import DeltaTableRef, create_table
+    from mysql_cdc.merge.job import run_merge
     from pyspark.sql import functions as F
 
     step = big // GROWTH_CHANGES

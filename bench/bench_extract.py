@@ -31,10 +31,11 @@ from local_services import MariaDBServer  # noqa: E402
 from pymysqlreplication import BinLogStreamReader  # noqa: E402
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent  # noqa: E402
 
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import PositionRange  # noqa: E402
-from mysql_cdc.settings import ExtractOptions, MySQLSettings  # noqa: E402
+from mysql_cdc.pipeline_options import ExtractOptions  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
 
@@ -162,9 +163,9 @@ def peak_rss_mb(settings: MySQLSettings, range_: PositionRange, store_uri: str, 
     """Peak RSS of one extraction, in a fresh child process so earlier work does not count."""
     code = (
         "import sys, resource; sys.path[:0] = [sys.argv[1]]\n"
-        "from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range\n"
+        "from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range\n"
         "from mysql_cdc.contracts import PositionRange, BinlogPosition as P\n"
-        "from mysql_cdc.settings import MySQLSettings\n"
+        "from mysql_cdc.mysql_server import MySQLSettings\n"
         "from mysql_cdc.storage import open_store\n"
         "import json, os\n"
         "s = MySQLSettings(**json.loads(os.environ['BENCH_LEADER']))\n"

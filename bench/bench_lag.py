@@ -39,8 +39,8 @@ from leader_writer import LeaderWriter  # noqa: E402
 from local_services import MariaDBServer, MotoS3Server  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.monitor.lag import pipeline_figures  # noqa: E402
-from mysql_cdc.settings import MySQLSettings  # noqa: E402
-from mysql_cdc.state.mysql import MySQLStateStore  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
+from mysql_cdc.kinds.mysql.state import MySQLStateStore  # noqa: E402
 
 PIPELINE, DB, BUCKET = "lag_bench", "shop", "lag-bench"
 TABLES = ("orders", "accounts")

@@ -32,15 +32,16 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 
 from bench_servers import leader_and_follower  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
-from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
-from mysql_cdc.apply.netting import DRIVER_NET_ROWS_PROPERTY  # noqa: E402
-from mysql_cdc.followers import FollowerSpec  # noqa: E402
-from mysql_cdc.settings import SECRETS_ENV, JobSecrets, MySQLSettings  # noqa: E402
+from mysql_cdc.merge.netting import DRIVER_NET_ROWS_PROPERTY  # noqa: E402
+from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
+from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
 DB, TABLE, PIPELINE = "bench", "events", "bench"
@@ -189,7 +190,7 @@ def main() -> int:
         assert batch.row_count == args.rows, (batch.row_count, args.rows)
 
         manifest_uri = f"{store_uri}/{batch.prefix}/{MANIFEST_NAME}"
-        runs = [measure(args, follower, JobSecrets(FollowerSpec.mysql(follower_settings), StorageSpec(store_uri)), manifest_uri, start,
+        runs = [measure(args, follower, JobSecrets(mysql_follower_spec(follower_settings), StorageSpec(store_uri)), manifest_uri, start,
                         work, i)
                 for i in range(args.repeat)]
         run = median_run(runs)

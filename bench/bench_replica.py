@@ -28,12 +28,14 @@ sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "plugins"), str(ROOT / "bench"
 from bench_extract import generate  # noqa: E402
 from bench_merge import run_spark_submit  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
-from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
-from mysql_cdc.followers import FollowerSpec  # noqa: E402
-from mysql_cdc.settings import ExtractOptions, JobSecrets, MySQLSettings  # noqa: E402
+from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
+from mysql_cdc.pipeline_options import ExtractOptions  # noqa: E402
+from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 PIPELINE = "bench_replica"
@@ -72,7 +74,7 @@ def ours_seconds(leader_settings: MySQLSettings, follower: MariaDBServer, range_
                           ExtractOptions())
     extract_s = time.monotonic() - started
     manifest = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
-    merge_s, _ = run_spark_submit(manifest, JobSecrets(FollowerSpec.mysql(MySQLSettings(**follower.conn_params())), storage), work,
+    merge_s, _ = run_spark_submit(manifest, JobSecrets(mysql_follower_spec(MySQLSettings(**follower.conn_params())), storage), work,
                                   "2g", "")
     return {"rows": batch.row_count, "extract_s": round(extract_s, 2), "merge_s": round(merge_s, 2)}
 

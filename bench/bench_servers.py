@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from local_services import MariaDBServer
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.mysql_server import MySQLSettings
 
 LEADER_GRANTS = ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"]  # what a pipeline's reader needs
 FOLLOWER_GRANTS = ["ALL PRIVILEGES ON *.*"]

@@ -37,11 +37,13 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench"
 from bench_merge import CREATE_TABLE, DB, TABLE, run_spark_submit  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
-from mysql_cdc.capture.snapshot_copy import snapshot_tables  # noqa: E402
+from mysql_cdc.capture.snapshot.copy import snapshot_tables  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME  # noqa: E402
-from mysql_cdc.state.mysql.checkpoint import start_snapshot  # noqa: E402
-from mysql_cdc.followers import FollowerSpec  # noqa: E402
-from mysql_cdc.settings import JobSecrets, MySQLSettings, SnapshotOptions  # noqa: E402
+from mysql_cdc.kinds.mysql.state.checkpoint import start_snapshot  # noqa: E402
+from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
+from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
+from mysql_cdc.pipeline_options import SnapshotOptions  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 PIPELINE = "snapbench"
@@ -86,7 +88,7 @@ def ours(leader_settings: MySQLSettings, follower: MariaDBServer, work: Path, da
         start_snapshot(conn, batch)
     finally:
         conn.close()
-    secrets = JobSecrets(FollowerSpec.mysql(MySQLSettings(**follower.conn_params())), storage)
+    secrets = JobSecrets(mysql_follower_spec(MySQLSettings(**follower.conn_params())), storage)
     manifest = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
     merge_wall, summary = run_spark_submit(manifest, secrets, work, "2g", "")
     log(f"  merge summary: {summary}")
@@ -114,8 +116,9 @@ RSS_CHILD = """
 import json, resource, sys
 sys.path[:0] = sys.argv[1].split(':')
 from mysql_cdc.capture.filters import TableFilter
-from mysql_cdc.capture.snapshot_copy import snapshot_tables
-from mysql_cdc.settings import MySQLSettings, SnapshotOptions
+from mysql_cdc.capture.snapshot.copy import snapshot_tables
+from mysql_cdc.mysql_server import MySQLSettings
+from mysql_cdc.pipeline_options import SnapshotOptions
 from mysql_cdc.storage import StorageSpec
 options = SnapshotOptions()
 batch = snapshot_tables(MySQLSettings(**json.loads(sys.argv[2])), StorageSpec(sys.argv[3]), 'rss',

@@ -54,12 +54,13 @@ from bench_merge import position, run_spark_submit  # noqa: E402
 from bench_servers import leader_and_follower  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 from services.moto_s3 import MotoS3Server  # noqa: E402
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, PositionRange  # noqa: E402
-from mysql_cdc.followers import FollowerSpec  # noqa: E402
-from mysql_cdc.settings import JobSecrets, MySQLSettings  # noqa: E402
-from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
+from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
+from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 # the columns a table may have beyond its key; table i takes a different selection of them, so
@@ -296,7 +297,7 @@ def main() -> int:
         storage = stack.enter_context(s3_storage(base)) if args.store == "s3" else StorageSpec(f"file://{base}/store")
 
         def secrets_for() -> JobSecrets:
-            return JobSecrets(FollowerSpec.mysql(follower_settings), storage)
+            return JobSecrets(mysql_follower_spec(follower_settings), storage)
 
         started = time.monotonic()
         spreads = [prepare(leader, follower, leader_settings, secrets_for, storage, work, n, args.rows,

@@ -2,7 +2,7 @@
 
 ``<name>``: wait_for_changes -> extract_batch -> merge_batch -> check_lag, on the pipeline's schedule.
 ``<name>_verify``: verify_follower, on the ``verify`` section's schedule: checksums of every table.
-``<name>_maintain`` (a Delta Lake follower): maintain_lake, on the ``maintenance`` schedule.
+``<name>_maintain`` (a follower kind with maintenance: a lake): maintain_lake, on the ``maintenance`` schedule.
 
 The file is ``$CDC_PIPELINES_FILE``, or ``pipelines.yaml`` beside this one. A mistake in it stops
 this file from importing, so the UI shows an import error naming the pipeline and the field
@@ -178,7 +178,7 @@ def build_verify_dag(config: PipelineConfig) -> DAG:
 
 
 def build_maintain_dag(config: PipelineConfig) -> DAG:
-    """A Delta Lake follower's compaction and vacuum (``sinks.delta.maintenance``)."""
+    """The maintenance of a follower kind that has one (a lake's compaction and expiry: ``FollowerKind.maintain``)."""
     with DAG(
         dag_id=f"{config.name}_maintain",
         schedule=config.maintenance.schedule,
@@ -202,5 +202,5 @@ def build_maintain_dag(config: PipelineConfig) -> DAG:
 for _config in load_pipelines(os.environ.get(PIPELINES_FILE_ENV) or DEFAULT_PIPELINES_FILE):
     globals()[_config.name] = build_dag(_config)
     globals()[f"{_config.name}_verify"] = build_verify_dag(_config)
-    if _config.follower is not None:  # a lake: its maintenance (OPTIMIZE, VACUUM)
+    if _config.kind.maintained:  # a kind with maintenance (a lake's compaction and expiry)
         globals()[f"{_config.name}_maintain"] = build_maintain_dag(_config)

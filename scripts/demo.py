@@ -40,11 +40,11 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 from demo_workload import seed_statements  # noqa: E402
 from local_services import MariaDBServer, MotoS3Server, SparkStandaloneCluster  # noqa: E402
 from mysql_cdc.monitor.lag import pipeline_figures  # noqa: E402
-from mysql_cdc.state.delta import DeltaStateStore, LakeLocation  # noqa: E402
-from mysql_cdc.state.delta.cut import read_cut  # noqa: E402
-from mysql_cdc.state.mysql import MySQLStateStore  # noqa: E402
+from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
+from mysql_cdc.kinds.delta.state.cut import read_cut  # noqa: E402
+from mysql_cdc.kinds.mysql.state import MySQLStateStore  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
-from mysql_cdc.settings import MySQLSettings  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 WORK = REPO / ".local" / "demo"

@@ -6,7 +6,7 @@
 Each line of the list is a Maven coordinate ``group:artifact:version``; its jar is downloaded from
 Maven Central (or ``$MAVEN_REPO``, an internal mirror), checked against the repository's SHA-1
 and written atomically. A jar already present with the right checksum is kept. The merge job
-submits the directory's jars with ``--jars`` (``mysql_cdc.sinks.delta.jars``), so no Spark job
+submits the directory's jars with ``--jars`` (``mysql_cdc.kinds.delta.sink.jars``), so no Spark job
 downloads anything at submit time and a cluster without internet runs the same job.
 """
 

@@ -4,9 +4,9 @@
         --pipeline shop_lake --retain-hours 168
 
 The follower (a Delta Lake location and its credentials) comes from the JSON file named by
-``MYSQL_CDC_SECRETS_FILE`` (``mysql_cdc.settings.JobSecrets``), never from argv. Prints one line
+``MYSQL_CDC_SECRETS_FILE`` (``mysql_cdc.job_secrets.JobSecrets``), never from argv. Prints one line
 ``maintenance summary [...]`` per run; exit 1 with a one-line error otherwise. What it does and why
-it never breaks the consistent cut: ``mysql_cdc.sinks.delta.maintenance``.
+it never breaks the consistent cut: ``mysql_cdc.kinds.delta.sink.maintenance``.
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ import sys
 from dataclasses import asdict
 from typing import Sequence
 
-from mysql_cdc.settings import JobSecrets
-from mysql_cdc.sinks.delta import DeltaSink
-from mysql_cdc.sinks.delta.maintenance import maintain_lake
-from mysql_cdc.spark.merge import one_line
-from mysql_cdc.spark.session import start_spark
+from mysql_cdc.job_secrets import JobSecrets
+from mysql_cdc.merge.job import one_line
+from mysql_cdc.merge.session import start_spark
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -38,13 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = None
     try:
-        sink = JobSecrets.from_env().sink.sink(None)
-        if not isinstance(sink, DeltaSink):
-            raise ValueError("lake maintenance needs a Delta Lake follower; this pipeline's follower is another kind")
+        follower = JobSecrets.from_env().sink
+        if not follower.follower_kind.maintained:
+            raise ValueError(f"a {follower.kind} follower has no maintenance job; only a lake's pipeline has one")
         spark = start_spark()
-        sink.attach(lambda: spark)
-        sink.spark()  # the lake's S3A settings on the session
-        done = maintain_lake(spark, sink.location, args.pipeline, args.retain_hours, sink.version)
+        done = follower.follower_kind.maintain(spark, follower.settings, args.pipeline, args.retain_hours)
         print(f"maintenance summary {json.dumps([asdict(d) for d in done])}", file=sys.stderr)
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure becomes the one-line error below

@@ -4,11 +4,11 @@
         --manifest-uri s3://bucket/root/<pipeline>/batches/<batch id>/manifest.json
 
 Secrets (the follower's sink spec with its credentials, the batch store's StorageSpec) come from the JSON file named
-by ``MYSQL_CDC_SECRETS_FILE`` (``mysql_cdc.settings.JobSecrets``), never from argv. The pipeline
+by ``MYSQL_CDC_SECRETS_FILE`` (``mysql_cdc.job_secrets.JobSecrets``), never from argv. The pipeline
 comes from the manifest. Exit 0 on success, no-op replays included; otherwise 1 with a one-line
-error on stderr. ``MYSQL_CDC_CRASH_AT`` is a test hook (``mysql_cdc.faults``).
+error on stderr. ``MYSQL_CDC_CRASH_AT`` is a test hook (``mysql_cdc.crash_points``).
 
-This file only wires steps; what they do is in ``mysql_cdc.spark`` (see its ``merge`` module).
+This file only wires steps; what they do is in ``mysql_cdc.merge`` (see its ``merge`` module).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from pathlib import Path
 import warnings
 from typing import Sequence
 
-from mysql_cdc.apply.errors import MergeError
-from mysql_cdc.apply.report import SUMMARY_ENV, JobOutcome
-from mysql_cdc.failures import is_permanent
-from mysql_cdc.settings import JobSecrets
-from mysql_cdc.apply.netting import DRIVER_NET_ROWS_PROPERTY, driver_net_rows
-from mysql_cdc.spark.merge import one_line, run_merges
-from mysql_cdc.spark.session import PANDAS_WARNING, LazySession, submitted_property
+from mysql_cdc.merge.errors import MergeError
+from mysql_cdc.merge.report import SUMMARY_ENV, JobOutcome
+from mysql_cdc.retry_policy import is_permanent
+from mysql_cdc.job_secrets import JobSecrets
+from mysql_cdc.merge.netting import DRIVER_NET_ROWS_PROPERTY, driver_net_rows
+from mysql_cdc.merge.job import one_line, run_merges
+from mysql_cdc.merge.session import PANDAS_WARNING, LazySession, submitted_property
 
 log = logging.getLogger("mysql_cdc.merge")
 

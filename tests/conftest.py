@@ -23,13 +23,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # scripts/  -> `import local_services`
 # plugins/  -> `import mysql_cdc` (Airflow's plugins folder layout)
 # repo root -> `import spark_jobs`
-# tests/apply -> the random workload and the leader/follower comparison, shared with tests/airflow
-for _p in (REPO_ROOT / "scripts", REPO_ROOT / "plugins", REPO_ROOT, REPO_ROOT / "tests" / "apply"):
+# tests/merge -> the pipelines of the merge tests (merge_helpers, lake_helpers) and the random
+#                workload, shared with tests/kinds, tests/capture and tests/airflow
+for _p in (REPO_ROOT / "scripts", REPO_ROOT / "plugins", REPO_ROOT, REPO_ROOT / "tests" / "merge"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
 import local_services  # noqa: E402
 from local_services import MariaDBServer, MotoS3Server, MySQLServer, SparkStandaloneCluster  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
+from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 LEADER_USER = "cdc_reader"
 LEADER_PASSWORD = "cdc_reader_pw"
@@ -51,9 +54,9 @@ def _start_managed(request: pytest.FixtureRequest, service):
 # the files in collection order, so the files that take minutes (measured in CI, seconds on 2 cores)
 # are collected first: otherwise the 13-minute Delta file could start last and run alone at the end.
 LONG_FILES = (
-    "tests/apply/test_merge_delta.py",                        # ~780 s
+    "tests/kinds/delta/test_merge_delta.py",                        # ~780 s
     "tests/airflow/deployed/test_deployed_pipeline.py",       # ~600 s
-    "tests/apply/test_snapshot.py",                           # ~340 s
+    "tests/merge/test_snapshot.py",                           # ~340 s
     "tests/airflow/dags/test_delta_runs.py",                  # ~340 s
     "tests/airflow/dags/test_cluster_run.py",                 # ~270 s
     "tests/test_demo.py",                                     # ~260 s
@@ -186,7 +189,7 @@ def s3_bucket(s3_server: MotoS3Server) -> dict:
     return {**kwargs, "bucket": bucket}
 
 
-# ONE SparkSession for every in-process test (tests/spark, tests/apply): a JVM is costly to start
+# ONE SparkSession for every in-process test (tests/merge, tests/kinds): a JVM is costly to start
 @pytest.fixture(scope="session")
 def spark():
     # Executors are separate Python processes: they must run this interpreter (pyarrow, pymysql)
@@ -197,7 +200,7 @@ def spark():
     from pyspark.sql import SparkSession
 
     from mysql_cdc.packaging import cds_option
-    from mysql_cdc.state.delta.packages import submit_needs
+    from mysql_cdc.kinds.delta.submit import submit_needs
 
     # the Delta Lake follower's jars and properties, as its merge job is submitted with them
     delta = submit_needs()
@@ -234,3 +237,40 @@ def spark():
 
 
 __all__ = ["local_services"]
+
+
+@pytest.fixture
+def make_pipeline(request, tmp_path, unique_name):
+    """make_pipeline(s3_bucket=None, flavor="mariadb") -> a started Pipeline named after this test's
+    unique name, between the session's MariaDB (or, with flavor "mysql", MySQL) leader and follower;
+    ``follower_flavor`` gives the follower another flavor than the leader's."""
+
+    from merge_helpers import Pipeline  # Spark's helpers: imported by the tests that make pipelines
+
+    def make(s3_bucket: dict | None = None, flavor: str = "mariadb", start: bool = True,
+             follower_flavor: str | None = None) -> Pipeline:
+        def server(role: str, kind: str):
+            prefix = "" if kind == "mariadb" else "mysql_"
+            return request.getfixturevalue(prefix + role), request.getfixturevalue(f"{prefix}{role}_user")
+
+        (leader, leader_user), (follower, follower_user) = server("leader", flavor), server(
+            "follower", follower_flavor or flavor)
+        storage = StorageSpec(f"file://{tmp_path}/store")
+        if s3_bucket:
+            storage = StorageSpec(f"s3://{s3_bucket['bucket']}/cdc", {
+                k: s3_bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key")
+            })
+        pipeline = Pipeline(
+            name=f"pipe_{unique_name}", database=unique_name, leader=leader, follower=follower,
+            leader_settings=MySQLSettings(**leader_user), follower_settings=MySQLSettings(**follower_user),
+            storage=storage,
+        )
+        return pipeline.start() if start else pipeline
+
+    return make
+
+
+def pytest_configure(config):
+    # pyspark warns on every import that it does not fully support the pandas 3 that Airflow pins;
+    # the merge job does not use pandas
+    config.addinivalue_line("filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning")

@@ -9,7 +9,7 @@
 //!
 //! The decoders' only caller is `mysql_cdc.capture.native`, which decides, per table, the Arrow
 //! type of every column (the `ColumnPlan`s) from the same rules the reference path uses; the
-//! Parquet reader's is `mysql_cdc.apply.compiled_read`, with pyarrow's reading as its reference.
+//! Parquet reader's is `mysql_cdc.merge.compiled_read`, with pyarrow's reading as its reference.
 
 mod builders;
 mod json_text;

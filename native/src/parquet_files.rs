@@ -8,7 +8,7 @@
 //! through the Arrow PyCapsule interface.
 //!
 //! It reads only: whether a file's columns and types are the manifest's is checked by its caller
-//! (`mysql_cdc.apply.compiled_read`) exactly as for pyarrow's reading, which stays the reference.
+//! (`mysql_cdc.merge.compiled_read`) exactly as for pyarrow's reading, which stays the reference.
 
 use std::collections::HashSet;
 

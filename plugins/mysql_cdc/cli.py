@@ -21,11 +21,11 @@ import logging
 import os
 import sys
 
-from .capture.extract import BatchTarget, CaptureError, RangeRequest, extract_range
+from .capture.stream.extract import BatchTarget, CaptureError, RangeRequest, extract_range
 from .capture.filters import TableFilter
 from .capture.leader import Leader, PreflightError
 from .contracts import BinlogPosition, InvalidPosition, PositionRange
-from .settings import MySQLSettings
+from .mysql_server import MySQLSettings
 from .storage import StorageError, list_batches, open_store
 
 

@@ -33,14 +33,14 @@ def build_py_files(dest_dir: str | os.PathLike) -> str:
     return str(dest)
 
 
-LOG4J2_CONFIG = PACKAGE_DIR / "spark" / "log4j2.properties"
+LOG4J2_CONFIG = PACKAGE_DIR / "merge" / "log4j2.properties"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 # the merge driver's JVM options unless the user's own ``spark.driver.extraJavaOptions`` sets the
 # same thing (the word each option is recognised by -> the option)
 DRIVER_DEFAULTS = {
-    # Spark's INFO lines kept out of the task log (``spark/log4j2.properties``: warnings only)
+    # Spark's INFO lines kept out of the task log (``merge/log4j2.properties``: warnings only)
     "log4j2.configurationFile": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}",
     # The JIT's first tier only. Every merge is a fresh JVM that lives seconds to minutes, too short
     # for the second tier's compiles to pay for the CPU they take: on 2 cores a 1M-row merge took

@@ -20,7 +20,9 @@ pipelines:
     verify: {schedule: "@daily", chunk_rows: 100000, rechecks: 2, settle_timeout: 900}
 ```
 
-A Delta Lake follower instead of ``follower_conn_id`` (docs/lakehouse.md)::
+The follower is one reference, ``follower: {kind: <kind>, <the kind's keys>}``; ``follower_conn_id:
+<connection>`` is the short form of ``follower: {kind: mysql, conn_id: <connection>}``. A Delta Lake
+follower (docs/lakehouse.md)::
 
     follower: {kind: delta, location: "s3://bucket/lake", changelog: ["shop.orders"]}  # changelog: true = all
     maintenance: {schedule: "@daily", retain_hours: 168}
@@ -46,14 +48,17 @@ import os
 import re
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import yaml
 
 from .capture.filters import TableFilter
 from .contracts import BinlogPosition, InvalidPosition
-from .settings import ExtractOptions, MaintenanceOptions, SnapshotOptions, VerifyOptions
+from .kinds import CONNECTION_KIND, KINDS, FollowerKind
+from .kinds import kind as follower_kind
+from .pipeline_options import ExtractOptions, MaintenanceOptions, SnapshotOptions, VerifyOptions
 from .storage import normalize_uri
+from .errors import PermanentError
 
 PIPELINES_FILE_ENV = "CDC_PIPELINES_FILE"
 DEFAULT_SCHEDULE = "*/5 * * * *"
@@ -68,23 +73,22 @@ NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,99}$")
 _VAR_START_RE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<default>:-)?")
 
 
-class PipelineConfigError(ValueError):
+class PipelineConfigError(ValueError, PermanentError):
     """The pipelines file is wrong; the message names the file, the pipeline and the field."""
 
 
 @dataclass(frozen=True)
 class FollowerConfig:
-    """A follower that is not a MySQL connection: ``follower: {kind: delta, location: ...}``."""
+    """The pipeline's follower as the file describes it: ``follower: {kind: <kind>, ...}``, the keys
+    besides ``kind`` being the kind's own (``kinds.base.FollowerKind.config_keys``), checked by the
+    kind when the file is loaded."""
 
     kind: str
-    location: str  # s3://bucket/prefix (through the pipeline's aws_conn_id) or file:///absolute/path
-    # db.table globs of the tables that get a changelog table (``changelog: true``: every table)
-    changelog: tuple[str, ...] = ()
+    section: Mapping[str, Any]
 
     def to_json(self, aws_conn_id: str | None) -> dict[str, Any]:
         """What operators and triggers carry (``hooks.follower.follower_hook``): JSON-safe."""
-        return {"kind": self.kind, "location": self.location, "aws_conn_id": aws_conn_id,
-                "changelog": list(self.changelog)}
+        return follower_kind(self.kind).reference(self.section, aws_conn_id)
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ class PipelineConfig:
     leader_conn_id: str
     storage_uri: str
     follower_conn_id: str | None = None  # a MySQL/MariaDB follower: its Airflow connection
-    follower: FollowerConfig | None = None  # ... or a follower the file describes (a Delta Lake)
+    follower: FollowerConfig | None = None  # ... or the follower described: {kind: ..., <its keys>}
     schedule: str | None = DEFAULT_SCHEDULE
     aws_conn_id: str | None = "aws_default"
     spark_conn_id: str = "spark_default"
@@ -123,9 +127,14 @@ class PipelineConfig:
         """The described follower as operators carry it (None: the MySQL connection)."""
         return self.follower.to_json(self.aws_conn_id) if self.follower is not None else None
 
+    @property
+    def kind(self) -> FollowerKind:
+        """The follower's kind (``kinds``): the described one, or a connection's."""
+        return follower_kind(self.follower.kind if self.follower is not None else CONNECTION_KIND)
+
     def describe_follower(self) -> str:
         if self.follower is not None:
-            return f"{self.follower.kind} at {self.follower.location}"
+            return self.kind.describe(self.follower_config)
         return str(self.follower_conn_id)
 
 
@@ -260,34 +269,18 @@ def _count(value: Any) -> int:
     return value
 
 
-FOLLOWER_KINDS = ("delta",)
-
-
 def _follower(value: Any) -> FollowerConfig:
     if not isinstance(value, dict):
         raise ValueError(f"must be a mapping such as {{kind: delta, location: s3://bucket/lake}}, got {value!r}")
-    unknown = sorted(set(value) - {"kind", "location", "changelog"})
+    if value.get("kind") not in KINDS:
+        raise ValueError(f"kind must be one of {sorted(KINDS)}, got {value.get('kind')!r}")
+    kind = follower_kind(value["kind"])
+    unknown = sorted(set(value) - kind.config_keys - {"kind"})
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown}; known keys are ['changelog', 'kind', 'location']")
-    if value.get("kind") not in FOLLOWER_KINDS:
-        raise ValueError(f"kind must be one of {list(FOLLOWER_KINDS)} (a MySQL follower is follower_conn_id), "
-                         f"got {value.get('kind')!r}")
-    try:
-        location = _storage_uri(value.get("location"))
-    except ValueError as exc:
-        raise ValueError(f"location: {exc}") from None
-    return FollowerConfig(value["kind"], location, _changelog(value.get("changelog", False)))
-
-
-def _changelog(value: Any) -> tuple[str, ...]:
-    if value is True:
-        return ("*.*",)
-    if value is False:
-        return ()
-    try:
-        return tuple(TableFilter(include=_globs(value)).include)
-    except ValueError as exc:
-        raise ValueError(f"changelog: must be true, false or a list of db.table globs ({exc})") from None
+        raise ValueError(f"unknown key(s) {unknown}; known keys are {sorted(kind.config_keys | {'kind'})}")
+    section = {k: v for k, v in value.items() if k != "kind"}
+    kind.reference(section, None)  # the kind's own checks, now: a bad value is named when the file loads
+    return FollowerConfig(value["kind"], section)
 
 
 _CHECKS = {
@@ -398,7 +391,7 @@ def _entry(raw: Any, index: int, path: Path, variables: dict[str, str]) -> Pipel
     if (config.follower_conn_id is None) == (config.follower is None):
         raise PipelineConfigError(
             f"{where}: give the follower once: 'follower_conn_id' (a MySQL/MariaDB connection) or 'follower' "
-            "({kind: delta, location: ...}), " + ("not both" if config.follower is not None else "got neither"))
+            "({kind: ..., ...}), " + ("not both" if config.follower is not None else "got neither"))
     if not config.include:
         raise PipelineConfigError(f"{where}: field 'include': lists no glob, so nothing would be captured")
     try:

@@ -13,6 +13,7 @@ import re
 from typing import Any, Mapping
 
 from .contracts import POSITION_PATTERN, BinlogPosition, InvalidPosition, PositionRange
+from .errors import PermanentError
 
 START_PARAM = "start"
 END_PARAM = "end"
@@ -21,7 +22,7 @@ RESNAPSHOT_PARAM = "resnapshot"
 TABLE_GLOB_PATTERN = r"^(\*|[^.\s]+\.[^.\s]+)$"
 
 
-class RunParamError(ValueError):
+class RunParamError(ValueError, PermanentError):
     """A replay or resnapshot param is wrong; ``param`` names it."""
 
     def __init__(self, param: str, message: str):

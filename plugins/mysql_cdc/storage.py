@@ -25,9 +25,10 @@ from typing import Any, BinaryIO, ContextManager, Iterator, Mapping, Protocol
 from urllib.parse import urlparse
 
 from .contracts import MANIFEST_NAME, ChangeBatch, batch_prefix, batches_prefix
+from .errors import PermanentError
 
 
-class StorageError(ValueError):
+class StorageError(ValueError, PermanentError):
     """A storage URI or setting that cannot work; the message says how to fix it."""
 
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from mysql_cdc.pipeline_config import DEFAULT_SCHEDULE, PipelineConfigError, load_pipelines
-from mysql_cdc.settings import ExtractOptions, SnapshotOptions
+from mysql_cdc.pipeline_options import ExtractOptions, SnapshotOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = {

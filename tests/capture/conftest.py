@@ -9,13 +9,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from local_services import MariaDBServer, MySQLServer
-from mysql_cdc.apply.reader import parquet_files
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range
+from mysql_cdc.merge.reader import parquet_files
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range
 from mysql_cdc.capture.table_changes import WriterLimits
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.contracts import ChangeBatch, PositionRange, RowSegment
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import ObjectStore, open_store
 
 

@@ -18,17 +18,17 @@ import pyarrow.parquet as pq
 import pytest
 from pymysqlreplication import BinLogStreamReader
 
-from mysql_cdc.capture.binlog_capture import BinlogCapture, StopReading
-from mysql_cdc.capture.binlog_stream import BinlogReader
+from mysql_cdc.capture.stream.binlog_capture import BinlogCapture, StopReading
+from mysql_cdc.capture.stream.binlog_stream import BinlogReader
 from mysql_cdc.capture.change_batch import ChangeBatchWriter
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range
 from mysql_cdc.capture.events import UnknownEventError
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader, PreflightError
-from mysql_cdc.capture.snapshot_copy import snapshot_tables
+from mysql_cdc.capture.snapshot.copy import snapshot_tables
 from mysql_cdc.contracts import DONE, TablePosition, TablePositions
 from mysql_cdc.contracts import DdlSegment, PositionRange, RowSegment
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import StorageSpec, open_store
 
 from .conftest import Captured, leader_position

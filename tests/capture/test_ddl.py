@@ -2,7 +2,7 @@
 
 import pytest
 
-from mysql_cdc.capture.ddl import UnparseableDdl, parse_statement
+from mysql_cdc.capture.stream.ddl import UnparseableDdl, parse_statement
 from mysql_cdc.contracts import DdlTarget
 
 T = DdlTarget

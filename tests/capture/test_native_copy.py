@@ -19,9 +19,9 @@ import pymysql
 import pytest
 
 from mysql_cdc.capture import native
-from mysql_cdc.capture.snapshot import LeaderSnapshot, SnapshotError, SnapshotTableWriter
+from mysql_cdc.capture.snapshot.leader_snapshot import LeaderSnapshot, SnapshotError, SnapshotTableWriter
 from mysql_cdc.capture.table_changes import WriterLimits
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import open_store
 
 from .test_native_decoder import COLUMNS, GENERATORS, SEED

@@ -20,12 +20,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mysql_cdc.apply.reader import parquet_files
+from mysql_cdc.merge.reader import parquet_files
 from mysql_cdc.capture import native
 from mysql_cdc.capture.events import CaptureError
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range
 from mysql_cdc.contracts import PositionRange, RowSegment
-from mysql_cdc.settings import ExtractOptions, MySQLSettings
+from mysql_cdc.pipeline_options import ExtractOptions
+from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import open_store
 
 from .conftest import leader_position

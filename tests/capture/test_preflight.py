@@ -2,10 +2,10 @@
 
 import pytest
 
-from mysql_cdc.capture.extract import CaptureError, BatchTarget, RangeRequest, extract_range
+from mysql_cdc.capture.stream.extract import CaptureError, BatchTarget, RangeRequest, extract_range
 from mysql_cdc.capture.leader import Leader, PreflightError
 from mysql_cdc.contracts import BinlogPosition, InvalidPosition, PositionRange
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import open_store
 
 from .conftest import leader_position
@@ -89,7 +89,7 @@ def _rows_event_pos(store, batch) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mysql_cdc.apply.reader import parquet_files
+    from mysql_cdc.merge.reader import parquet_files
 
     first = parquet_files(store, batch.prefix, batch.segments[0].tables[0])[0]
     return pq.read_table(pa.BufferReader(first)).column("_binlog_pos")[0].as_py()
@@ -105,7 +105,7 @@ def test_statement_format_dml_is_an_error_not_a_silent_skip(leader, leader_setti
 
 
 def test_unparseable_table_ddl_is_an_error(unique_name):
-    from mysql_cdc.capture.ddl import UnparseableDdl, parse_statement
+    from mysql_cdc.capture.stream.ddl import UnparseableDdl, parse_statement
 
     with pytest.raises(UnparseableDdl, match=r"cannot parse the statement 'ALTER TABLE' .* must know which tables"):
         parse_statement("ALTER TABLE", unique_name)

@@ -6,8 +6,8 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mysql_cdc.apply.reader import parquet_files
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest, extract_range, split_range
+from mysql_cdc.merge.reader import parquet_files
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range, split_range
 from mysql_cdc.capture.leader import BinlogFile
 from mysql_cdc.capture.table_changes import WriterLimits
 from mysql_cdc.contracts import BinlogPosition, PositionRange, RowSegment

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from mysql_cdc.capture.snapshot import LeaderSnapshot
-from mysql_cdc.capture.snapshot_copy import split_bounds
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.capture.snapshot.leader_snapshot import LeaderSnapshot
+from mysql_cdc.capture.snapshot.copy import split_bounds
+from mysql_cdc.mysql_server import MySQLSettings
 
 
 def _rows_per_range(leader, db: str, table: str, column: str, bounds) -> list[int]:

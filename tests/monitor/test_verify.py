@@ -14,11 +14,13 @@ import pytest
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.contracts import Checkpoint
-from mysql_cdc.state.mysql.checkpoint import ensure_state_tables, write_checkpoint
+from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint
 from mysql_cdc.monitor.verify import verify_pipeline
-from mysql_cdc.state.mysql import MySQLStateStore
-from mysql_cdc.state.mysql.history import latest_verification
-from mysql_cdc.settings import MySQLSettings, VerifyOptions
+from mysql_cdc.kinds.mysql.verify import checksum_sides
+from mysql_cdc.kinds.mysql.state import MySQLStateStore
+from mysql_cdc.kinds.mysql.state.history import latest_verification
+from mysql_cdc.mysql_server import MySQLSettings
+from mysql_cdc.pipeline_options import VerifyOptions
 
 TABLES = [
     "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20) NULL, price DECIMAL(8,2), body BLOB)",
@@ -67,7 +69,7 @@ def follow(servers):
 
 def verify(twins, **options):
     db, leader, follower, pipeline = twins
-    return verify_pipeline(pipeline, leader, follower, MySQLStateStore(follower), TableFilter((f"{db}.*",)),
+    return verify_pipeline(pipeline, leader, checksum_sides(follower), MySQLStateStore(follower), TableFilter((f"{db}.*",)),
                            VerifyOptions(**{"chunk_rows": 3, "rechecks": 0, **options}), log=lambda _: None)
 
 

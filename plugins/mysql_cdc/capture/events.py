@@ -26,6 +26,7 @@ from pymysqlreplication.event import (
     StopEvent,
     UserVarEvent,
 )
+from ..errors import PermanentError
 
 # Event classes that carry no row, no DDL and no transaction boundary of their own: the format
 # description and GTID bookkeeping, heartbeats, the SQL text beside row events (annotations), the
@@ -93,11 +94,11 @@ def event_type_name(code: int) -> str:
     return _NAMES.get(code, "an event type mysql-cdc has never seen")
 
 
-class CaptureError(RuntimeError):
+class CaptureError(RuntimeError, PermanentError):
     """The binlog cannot be turned into a correct batch; the message names where and why."""
 
 
-class SnapshotError(RuntimeError):
+class SnapshotError(RuntimeError, PermanentError):
     """A snapshot copy cannot be made; the message says why and what to do."""
 
 
@@ -126,7 +127,7 @@ def unrepresentable_value_error(table: str, column: str, what: str) -> CaptureEr
     )
 
 
-class UnknownEventError(RuntimeError):
+class UnknownEventError(RuntimeError, PermanentError):
     """An event the capture does not understand: reading past it could lose changes."""
 
     def __init__(self, code: int, position, server: str):

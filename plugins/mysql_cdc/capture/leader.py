@@ -15,11 +15,12 @@ import pymysql
 
 from ..contracts import BinlogPosition, PositionRange
 from ..contracts.gtid_set import parse_gtid_set
-from ..settings import MySQLSettings
+from ..mysql_server import MySQLSettings
 from .gtid import event_gtid
+from ..errors import PermanentError
 
 
-class PreflightError(RuntimeError):
+class PreflightError(RuntimeError, PermanentError):
     """The leader cannot be captured as configured; the message says what to change."""
 
 

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pymysql
 
 from ..contracts import change_row as cr
-from .compressed import CHECKSUM_SIZE, HEADER_SIZE, raw_event
+from .stream.compressed import CHECKSUM_SIZE, HEADER_SIZE, raw_event
 from .events import CaptureError, SnapshotError, partial_image_error, unrepresentable_value_error, zero_date_error
 
 DECODERS = ("native", "python")

@@ -29,6 +29,7 @@ import pyarrow as pa
 from pymysqlreplication.constants import FIELD_TYPE
 
 from .rows import JSON_NULL
+from ..errors import PermanentError
 
 Converter = Callable[[Any], Any]
 
@@ -50,7 +51,7 @@ class ColumnType:
     native: NativePlan | None = None  # the compiled decoder's plan (None: reference path only)
 
 
-class UnsupportedColumnType(ValueError):
+class UnsupportedColumnType(ValueError, PermanentError):
     pass
 
 

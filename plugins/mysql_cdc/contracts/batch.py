@@ -32,13 +32,14 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Sequence, Union
 
 from .position import BinlogPosition, PositionRange
+from ..errors import PermanentError
 
 # 2: snapshot segments carry their chunks and catch-up changes; 3: end_time; 4: small tables' files in packs
 FORMAT_VERSION = 4
 MANIFEST_NAME = "manifest.json"
 
 
-class ManifestError(ValueError):
+class ManifestError(ValueError, PermanentError):
     """manifest.json does not follow the change batch contract."""
 
 

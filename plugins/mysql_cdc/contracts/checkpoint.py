@@ -1,7 +1,7 @@
 """The checkpoint: where a follower stands (one per pipeline), and where its copied tables stand.
 
 The merge job moves it in the same commit as the follower rows it covers; where it is kept is the
-state store's business (``mysql_cdc.state``), this module says what it is.
+state store's business (``mysql_cdc.state_store``), this module says what it is.
 
 Besides the last applied position it carries a *pending DDL* marker. DDL commits implicitly on
 MySQL/MariaDB, so it cannot share a transaction with the checkpoint. Before running a DDL the
@@ -42,7 +42,7 @@ class Checkpoint:
 # A table position's states. ``copying``: the snapshot batch that copies the table is not applied
 # yet. ``swapping``: its copy is complete in the follower's shadow table, and the shadow is being
 # (or has been) renamed into the table's place; if the shadow is gone, the swap happened
-# (``mysql_cdc.sinks.mysql``). ``done``: the follower's table holds the copy.
+# (``mysql_cdc.kinds.mysql.sink``). ``done``: the follower's table holds the copy.
 COPYING, SWAPPING, DONE = "copying", "swapping", "done"
 
 

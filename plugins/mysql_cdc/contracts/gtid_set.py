@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from ..errors import PermanentError
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
 
 
-class GtidSetError(ValueError):
+class GtidSetError(ValueError, PermanentError):
     pass
 
 

@@ -10,7 +10,7 @@ as well as the last, so a run that succeeded on its third try still shows why th
 failed; ``read_history`` attaches them to their run's record.
 
 The history is a record of runs, not a part of the follower's state: nothing reads it to decide
-what to apply (the checkpoint alone does). The state store keeps it (``mysql_cdc.state``).
+what to apply (the checkpoint alone does). The state store keeps it (``mysql_cdc.state_store``).
 """
 
 from __future__ import annotations

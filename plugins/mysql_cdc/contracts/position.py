@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache, total_ordering
+from ..errors import PermanentError
 
 # FILE.SEQ:OFFSET. One definition: BinlogPosition.parse matches it, and the DAG's trigger form
 # validates its params with it (JSON Schema ``pattern``), so both accept exactly the same text.
@@ -27,7 +28,7 @@ def _is_file_name(name: str) -> bool:
     return _FILE_RE.fullmatch(name) is not None
 
 
-class InvalidPosition(ValueError):
+class InvalidPosition(ValueError, PermanentError):
     """A string that is not ``FILE:OFFSET`` was given where a binlog position was expected."""
 
 

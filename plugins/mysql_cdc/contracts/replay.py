@@ -11,7 +11,7 @@ in a second), the merge job asks it again under the checkpoint's row lock.
 - ``start > P``: the changes in ``[P, start)`` were never applied: a gap, an error.
 - otherwise the segments whose ``end > P`` are applied in order; inside the one segment that may
   straddle P (a batch re-extracted with other boundaries), a row is applied iff its event
-  position is ``>= P`` (``mysql_cdc.spark.transforms.after_checkpoint``).
+  position is ``>= P`` (``mysql_cdc.merge.transforms.after_checkpoint``).
 - a batch read from another server than the checkpoint's (a failover) is refused: positions of
   two servers do not compare (``capture.failover`` moves the checkpoint onto the new leader).
 - a checkpoint carrying a pending-DDL marker at Q must continue with the DDL segment starting at
@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from .batch import ChangeBatch, DdlSegment, Segment, SnapshotSegment
 from .checkpoint import Checkpoint, TablePositions
 from .position import BinlogPosition, PositionRange
+from ..errors import PermanentError
 
 
-class ReplayError(ValueError):
+class ReplayError(ValueError, PermanentError):
     """The range cannot be applied on this checkpoint; retrying cannot help."""
 
 

@@ -1,7 +1,7 @@
 """Airflow hooks: every connection lookup and every byte of I/O of the Airflow side lives here."""
 
 from .connections import ConnectionConfigError, MySQLConnectionHook
-from .follower import FollowerHook
+from .follower import FollowerHookBase, follower_hook
 from .leader import LeaderHook
 from .merge_job import MergeJobHook, MergePlan
 from .pipeline import CdcPipelineHook, ChangeStatus, ExtractResult
@@ -13,7 +13,8 @@ __all__ = [
     "ChangeStatus",
     "ConnectionConfigError",
     "ExtractResult",
-    "FollowerHook",
+    "FollowerHookBase",
+    "follower_hook",
     "LeaderHook",
     "MergeJobHook",
     "MergePlan",

@@ -15,7 +15,7 @@ from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
-from ..settings import MySQLSettings
+from ..mysql_server import MySQLSettings
 
 MYSQL_CONN_TYPES = ("mysql", "generic")  # "generic": creatable in the UI without the mysql provider
 

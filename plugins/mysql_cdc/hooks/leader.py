@@ -5,12 +5,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
-from ..capture.extract import BatchTarget, RangeRequest, extract_range
-from ..capture.failover import find_position
+from ..capture.stream.extract import BatchTarget, RangeRequest, extract_range
+from ..capture.stream.failover import find_position
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader, PreflightError
-from ..capture.snapshot_copy import snapshot_tables
-from ..settings import ExtractOptions, SnapshotOptions
+from ..capture.snapshot.copy import snapshot_tables
+from ..pipeline_options import ExtractOptions, SnapshotOptions
 from ..contracts import BinlogPosition, ChangeBatch, PositionRange
 from .connections import MySQLConnectionHook
 

@@ -32,18 +32,18 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..contracts import ChangeBatch, Checkpoint, plan_replay
 from ..packaging import MAINTAIN_JOB, MERGE_JOB, build_py_files, driver_java_options
-from ..apply.report import SUMMARY_ENV, JobOutcome, MergeSummary
-from ..followers import SubmitNeeds
-from ..settings import SECRETS_ENV, JobSecrets
+from ..merge.report import SUMMARY_ENV, JobOutcome, MergeSummary
+from ..kinds.base import SubmitNeeds
+from ..job_secrets import SECRETS_ENV, JobSecrets
 from .connections import required_connection
-from .follower import DeltaFollowerHook, FollowerHook, follower_hook
+from .follower import FollowerHookBase, follower_hook
 from .storage import BatchStorageHook
 
 
 class MergeJobError(AirflowException):
     """The merge job failed. The message starts with the job's own cause (its one-line error),
     then spark-submit's report (the command, secrets masked, and exit code); ``permanent``: the
-    job's verdict on whether a retry can fix it (``mysql_cdc.failures``)."""
+    job's verdict on whether a retry can fix it (``mysql_cdc.retry_policy``)."""
 
     def __init__(self, message: str, permanent: bool):
         super().__init__(message)
@@ -152,7 +152,7 @@ class MergeJobHook(BaseHook):
         self.spark_conn_id = spark_conn_id
 
     @cached_property
-    def follower(self) -> FollowerHook | DeltaFollowerHook:
+    def follower(self) -> FollowerHookBase:
         return follower_hook(self.follower_conn_id, self.follower_config)
 
     @cached_property

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseHook
 
-from ..capture.extract import RangeRequest
+from ..capture.stream.extract import RangeRequest
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
 from ..contracts import (
@@ -23,12 +23,13 @@ from ..contracts import (
 )
 from ..contracts import TablePositions
 from ..contracts.history import EXTRACTED, BatchRecord
-from ..followers import FollowerSpec
+from ..kinds import FollowerSpec
 from ..monitor.heartbeat import write_heartbeat
 from ..monitor.lag import PipelineFigures, pipeline_figures
 from ..monitor.verify import VerificationResult, verify_pipeline
-from ..settings import ExtractOptions, MySQLSettings, SnapshotOptions, VerifyOptions
-from .follower import DeltaFollowerHook, FollowerHook, follower_hook
+from ..pipeline_options import ExtractOptions, SnapshotOptions, VerifyOptions
+from ..mysql_server import MySQLSettings
+from .follower import DEFAULT_FOLLOWER_CONN_ID, FollowerHookBase, follower_hook
 from .leader import LeaderHook
 from .storage import BatchStorageHook
 
@@ -175,7 +176,7 @@ class CdcPipelineHook(BaseHook):
         self,
         pipeline: str,
         leader_conn_id: str = LeaderHook.default_conn_name,
-        follower_conn_id: str = FollowerHook.default_conn_name,
+        follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
         storage_uri: str | None = None,
         aws_conn_id: str | None = BatchStorageHook.default_conn_name,
         table_filter: TableFilter = TableFilter(),
@@ -203,7 +204,7 @@ class CdcPipelineHook(BaseHook):
         return LeaderHook(self.leader_conn_id)
 
     @cached_property
-    def follower(self) -> FollowerHook | DeltaFollowerHook:
+    def follower(self) -> FollowerHookBase:
         return follower_hook(self.follower_conn_id, self.follower_config)
 
     @cached_property
@@ -226,7 +227,7 @@ class CdcPipelineHook(BaseHook):
 
     def verify(self, options: VerifyOptions) -> VerificationResult:
         """Checksum every captured table on both sides (``monitor.verify``); the result is kept."""
-        return verify_pipeline(self.pipeline, self.leader.settings, self.follower.compared(), self.follower.state,
+        return verify_pipeline(self.pipeline, self.leader.settings, self.follower.checksum_sides(), self.follower.state,
                                self.table_filter, options, log=self.log.info)
 
     def record_extract(self, result: ExtractResult, run_id: str, seconds: float) -> None:

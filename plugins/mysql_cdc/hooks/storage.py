@@ -13,7 +13,7 @@ from functools import cached_property
 from airflow.sdk import BaseHook
 
 from ..contracts import MANIFEST_NAME, ChangeBatch, batch_prefix
-from ..capture.extract import BatchTarget
+from ..capture.stream.extract import BatchTarget
 from ..storage import ObjectStore, StorageSpec, read_batch, read_manifest
 from .connections import required_connection
 

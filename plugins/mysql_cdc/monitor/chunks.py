@@ -11,8 +11,8 @@ from typing import Any
 import pymysql
 
 from ..capture.filters import TableFilter
-from ..capture.snapshot import quote_name
-from ..state.mysql.schema import is_absent
+from ..capture.snapshot.leader_snapshot import quote_name
+from ..mysql_server import is_absent
 
 
 @dataclass(frozen=True)

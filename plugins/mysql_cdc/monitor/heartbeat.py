@@ -15,7 +15,7 @@ INSERT and UPDATE on ``_mysql_cdc.*`` (docs in the README).
 from __future__ import annotations
 
 from ..contracts import RESERVED_SCHEMA
-from ..settings import MySQLSettings
+from ..mysql_server import MySQLSettings
 
 HEARTBEAT_TABLE = f"`{RESERVED_SCHEMA}`.`heartbeat`"
 

@@ -21,8 +21,8 @@ from ..capture.leader import BinlogFile, Leader
 from ..contracts import BinlogPosition, Checkpoint
 from ..contracts.history import BatchRecord
 from ..contracts.verification import VerificationResult
-from ..settings import MySQLSettings
-from ..state import StateStore
+from ..mysql_server import MySQLSettings
+from ..state_store import StateStore
 
 
 class LagError(RuntimeError):

@@ -2,10 +2,10 @@
 
 Every captured table of the leader is split into chunks of its first key column (a keyless table
 is one chunk, compared as a multiset); each chunk is summed on the leader and on the follower as
-(rows, sum and xor of row CRC32s) and the two compared (``chunks``). A MySQL follower sums its
-chunks inside the server, like the leader (``chunks.ServerChecksums``); a Delta Lake follower's
-chunks are read at the pipeline's consistent cut and summed from the rows, against the leader's
-rows summed the same way (``row_checksums``). Which pair of sides a follower gets: ``SIDES``.
+(rows, sum and xor of row CRC32s) and the two compared (``chunks``). The follower's kind says how
+(its hook's ``checksum_sides``): a database sums its chunks inside the server, like the leader
+(``chunks.ServerChecksums``); a lake's chunks are read at the pipeline's consistent cut and summed
+from the rows, against the leader's rows summed the same way (``row_checksums``).
 
 The leader keeps writing while we compare, and the follower trails it by up to a schedule
 interval, so a chunk can differ only because its changes are in flight. A mismatching chunk is
@@ -13,28 +13,23 @@ therefore checked again after the follower's checkpoint has passed the leader's 
 first check (the next merge), up to ``rechecks`` times; only a chunk that still differs is drift.
 Drifted tables are repaired with a resnapshot run, which the result names.
 
-The result is kept in the pipeline's state store (``mysql_cdc.state``) for the CDC page and the API.
+The result is kept in the pipeline's state store (``mysql_cdc.state_store``) for the CDC page and the API.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Any, Callable, Protocol, Union
+from typing import Any, Callable, Protocol
 
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
 from ..contracts import BinlogPosition
 from ..contracts.verification import DriftedChunk, VerificationResult
-from ..settings import MySQLSettings, VerifyOptions
-from ..state import StateStore
-from ..state.delta.location import LakeLocation
-from .chunks import Chunk, ChunkSum, ServerChecksums, TableShape, plan_chunks, table_shapes
-from .row_checksums import LakeChecksums, LeaderRowChecksums
-
-# what a verification compares the leader with: a MySQL follower's settings, or a lake's location
-Follower = Union[MySQLSettings, LakeLocation]
-
+from ..mysql_server import MySQLSettings
+from ..pipeline_options import VerifyOptions
+from ..state_store import StateStore
+from .chunks import Chunk, ChunkSum, TableShape, plan_chunks, table_shapes
 
 class ChecksumSide(Protocol):
     def chunks(self, shape: TableShape, chunks: list[Chunk]) -> list[Chunk]:
@@ -47,27 +42,16 @@ class ChecksumSide(Protocol):
         """The chunk's aggregate; None when the table is not there."""
 
 
-class _Sides:
+class ChecksumSides:
     """The leader's side and the follower's, opened for one verification."""
 
-    def __init__(self, leader: ChecksumSide, follower: ChecksumSide, close: Callable[[], None]):
+    def __init__(self, leader: ChecksumSide, follower: ChecksumSide, close: Callable[[], None] = lambda: None):
         self.leader, self.follower, self.close = leader, follower, close
 
 
-def _server_sides(leader_conn, follower: MySQLSettings, pipeline: str) -> _Sides:
-    conn = follower.connect()
-    return _Sides(ServerChecksums(leader_conn), ServerChecksums(conn), conn.close)
-
-
-def _lake_sides(leader_conn, follower: LakeLocation, pipeline: str) -> _Sides:
-    return _Sides(LeaderRowChecksums(leader_conn), LakeChecksums(follower, pipeline), lambda: None)
-
-
-# the follower's type -> the pair of sides that compares it with the leader
-SIDES: dict[type, Callable[[Any, Any, str], _Sides]] = {
-    MySQLSettings: _server_sides,
-    LakeLocation: _lake_sides,
-}
+# How a follower is compared with the leader: its kind's hook gives one (``checksum_sides``), opened
+# on the leader's connection for a pipeline.
+FollowerSides = Callable[[Any, str], ChecksumSides]
 
 
 def wait_for_merge(state: StateStore, pipeline: str, past: BinlogPosition, timeout: float,
@@ -86,7 +70,7 @@ def wait_for_merge(state: StateStore, pipeline: str, past: BinlogPosition, timeo
 Suspect = tuple[TableShape, Chunk]
 
 
-def _compare_all(lconn, sides: _Sides, table_filter: TableFilter, chunk_rows: int,
+def _compare_all(lconn, sides: ChecksumSides, table_filter: TableFilter, chunk_rows: int,
                  result: VerificationResult) -> list[Suspect]:
     """One pass over every captured table: the chunks that differ (``result`` counts the rest)."""
     suspects: list[Suspect] = []
@@ -104,7 +88,7 @@ def _compare_all(lconn, sides: _Sides, table_filter: TableFilter, chunk_rows: in
     return suspects
 
 
-def _recheck(server: Leader, sides: _Sides, state: StateStore, pipeline: str, suspects: list[Suspect],
+def _recheck(server: Leader, sides: ChecksumSides, state: StateStore, pipeline: str, suspects: list[Suspect],
              options: VerifyOptions, result: VerificationResult, log: Callable[[str], None]) -> list[Suspect]:
     """Check the differing chunks again after each of up to ``rechecks`` merges: what the merge
     brought over was in flight; what still differs is returned."""
@@ -122,15 +106,15 @@ def _recheck(server: Leader, sides: _Sides, state: StateStore, pipeline: str, su
     return suspects
 
 
-def verify_pipeline(pipeline: str, leader: MySQLSettings, follower: Follower, state: StateStore,
+def verify_pipeline(pipeline: str, leader: MySQLSettings, follower: FollowerSides, state: StateStore,
                     table_filter: TableFilter, options: VerifyOptions = VerifyOptions(),
                     log: Callable[[str], None] = print) -> VerificationResult:
-    """Compare every captured table with the follower (a MySQL server's settings, or a Delta
-    Lake's location), recheck what differs after merges (``state``: where the checkpoint is
+    """Compare every captured table with the follower (``follower``: its kind's checksum sides,
+    ``FollowerHookBase.checksum_sides``), recheck what differs after merges (``state``: where the checkpoint is
     watched), record the result in ``state`` and return it."""
     result = VerificationResult(pipeline, dt.datetime.now(dt.timezone.utc))
     with Leader(leader) as server:
-        sides = SIDES[type(follower)](server.conn, follower, pipeline)
+        sides = follower(server.conn, pipeline)
         try:
             suspects = _compare_all(server.conn, sides, table_filter, options.chunk_rows, result)
             for shape, chunk in _recheck(server, sides, state, pipeline, suspects, options, result, log):

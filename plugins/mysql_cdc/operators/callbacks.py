@@ -9,7 +9,7 @@ import logging
 from airflow.sdk.exceptions import AirflowException
 
 from ..contracts.history import FailedTry
-from ..failures import describe
+from ..retry_policy import describe
 from ..hooks.follower import follower_hook
 from . import metrics
 

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..hooks.follower import FollowerHook
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
 from . import metrics
@@ -26,7 +26,7 @@ class CdcLagCheckOperator(BaseOperator):
     ui_color = "#eef0fa"
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
                  follower_config: dict[str, Any] | None = None, max_seconds_behind: float | None = None,
                  heartbeat: bool = False, **kwargs: Any):
         kwargs.setdefault("trigger_rule", "none_failed")

@@ -11,11 +11,11 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from ..run_params import replay_range, resnapshot_tables
 from ..capture.filters import TableFilter
-from ..hooks.follower import FollowerHook
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
 from ..hooks.storage import BatchStorageHook
-from ..settings import ExtractOptions, SnapshotOptions
+from ..pipeline_options import ExtractOptions, SnapshotOptions
 from ..storage import batches_uri
 from . import metrics
 from .retries import fail_fast_when_permanent
@@ -40,7 +40,7 @@ class CdcExtractOperator(BaseOperator):
     ui_color = "#fdf1e3"
 
     def __init__(self, *, pipeline: str, storage_uri: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
                  follower_config: dict[str, Any] | None = None,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  include: Sequence[str] = ("*.*",), exclude: Sequence[str] = (),

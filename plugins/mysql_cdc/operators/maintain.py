@@ -1,4 +1,4 @@
-"""Compact and vacuum a Delta Lake follower (``sinks.delta.maintenance``), as a Spark job."""
+"""A lake follower's maintenance (its kind's ``FollowerKind.maintain``: compaction, vacuum), as a Spark job."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ from airflow.sdk import BaseOperator, Context
 
 from ..hooks.merge_job import MergeJobHook
 from ..hooks.storage import BatchStorageHook
-from ..settings import MaintenanceOptions
+from ..pipeline_options import MaintenanceOptions
 
 
 class CdcLakeMaintenanceOperator(BaseOperator):
-    """``OPTIMIZE`` and ``VACUUM RETAIN <retain_hours> HOURS`` every table of the pipeline's
-    consistent cut and its state tables, with the Delta jars, on ``spark_conn_id``. A table with a
-    commit past the cut (a merge not finished) is compacted but not vacuumed, so the cut stays
-    readable."""
+    """The follower kind's maintenance job (``spark_jobs/maintain_lake.py``) with the kind's jars, on
+    ``spark_conn_id``: for a Delta Lake, ``OPTIMIZE`` and ``VACUUM RETAIN <retain_hours> HOURS`` of
+    every table of the pipeline's consistent cut and its state tables, never breaking the cut."""
 
     template_fields: Sequence[str] = ("aws_conn_id", "spark_conn_id", "conf")
     ui_color = "#e8f1f8"

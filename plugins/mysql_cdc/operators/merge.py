@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from ..hooks.follower import FollowerHook
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
 from ..hooks.merge_job import ADVANCE, SKIP, MergeJobHook
 from ..hooks.storage import BatchStorageHook
 from . import metrics
@@ -32,7 +32,7 @@ class CdcMergeOperator(BaseOperator):
     ui_color = "#e4f0e8"
 
     def __init__(self, *, manifest_uri: str | Sequence[str], storage_uri: str,
-                 follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
                  follower_config: dict[str, Any] | None = None,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  spark_conn_id: str = "spark_default", conf: dict[str, Any] | None = None,

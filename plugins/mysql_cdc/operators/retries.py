@@ -1,4 +1,4 @@
-"""Airflow's side of ``mysql_cdc.failures``: a failure no retry can fix fails the task at once,
+"""Airflow's side of ``mysql_cdc.retry_policy``: a failure no retry can fix fails the task at once,
 cause first; any other keeps Airflow's retries."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Iterator
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from ..failures import describe, is_permanent
+from ..retry_policy import describe, is_permanent
 
 
 @contextmanager

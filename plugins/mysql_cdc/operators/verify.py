@@ -10,10 +10,10 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..capture.filters import TableFilter
-from ..hooks.follower import FollowerHook
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
-from ..settings import VerifyOptions
+from ..pipeline_options import VerifyOptions
 
 
 class CdcVerifyOperator(BaseOperator):
@@ -25,7 +25,7 @@ class CdcVerifyOperator(BaseOperator):
     ui_color = "#f4ecf7"
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
                  follower_config: dict[str, Any] | None = None, include: Sequence[str] = ("*.*",),
                  exclude: Sequence[str] = (), options: VerifyOptions = VerifyOptions(), **kwargs: Any):
         super().__init__(**kwargs)

@@ -17,7 +17,7 @@ from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from ..run_params import RunParamError, replay_range, refuse_date_range_backfill, resnapshot_tables
-from ..hooks.follower import FollowerHook
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
 from ..triggers.leader import SUCCESS, TIMEOUT, LeaderAdvancedTrigger
@@ -43,7 +43,7 @@ class LeaderAdvancedSensor(BaseSensorOperator):
     ui_color = "#e6f1f2"
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = FollowerHook.default_conn_name,
+                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
                  follower_config: dict[str, Any] | None = None, timeout: float = 10,
                  poke_interval: float = 2, heartbeat: bool = False, **kwargs: Any):
         super().__init__(timeout=timeout, poke_interval=poke_interval, **kwargs)

@@ -17,7 +17,7 @@ import yaml
 from apply_workload import Workload
 from merge_helpers import assert_same_database, table_names
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.mysql_server import MySQLSettings
 
 PIPELINE = "cdc_cluster"
 SEED = 20261123

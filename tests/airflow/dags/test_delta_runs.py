@@ -19,7 +19,7 @@ import yaml
 from lake_helpers import LakePipeline, assert_lake_equals_leader, changelog
 from merge_helpers import Pipeline
 from mysql_cdc.pipeline_config import load_pipelines
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import StorageSpec
 from mysql_cdc.ui.data import read_pipeline
 

@@ -13,8 +13,8 @@ import yaml
 
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.state.mysql.history import read_history
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.kinds.mysql.state.history import read_history
+from mysql_cdc.mysql_server import MySQLSettings
 
 SUCCESS, FAILED = "success", "failed"
 

@@ -18,7 +18,7 @@ from apply_workload import Workload
 from demo_workload import seed_statements
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.mysql_server import MySQLSettings
 
 PIPELINE = "cdc_mysql"
 SUCCESS = "success"

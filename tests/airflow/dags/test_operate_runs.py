@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.state.mysql.checkpoint import read_checkpoint
-from mysql_cdc.state.mysql.history import read_history
-from mysql_cdc.state.mysql.history import latest_verification
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.kinds.mysql.state.checkpoint import read_checkpoint
+from mysql_cdc.kinds.mysql.state.history import read_history
+from mysql_cdc.kinds.mysql.state.history import latest_verification
+from mysql_cdc.mysql_server import MySQLSettings
 
 OPS, BEAT = "cdc_ops", "cdc_beat"
 SUCCESS, SKIPPED, FAILED, UPSTREAM_FAILED = "success", "skipped", "failed", "upstream_failed"

@@ -22,7 +22,7 @@ import yaml
 from demo_workload import more_statements, seed_statements
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.contracts import BinlogPosition
-from mysql_cdc.settings import MySQLSettings
+from mysql_cdc.mysql_server import MySQLSettings
 
 E2E = "cdc_e2e"  # s3:// storage, starts at a FILE:POS taken before its workload
 IDLE = "cdc_idle"  # file:// storage, start_position current, never gets a change

@@ -8,7 +8,8 @@ import json
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
-from mysql_cdc.hooks import BatchStorageHook, ConnectionConfigError, FollowerHook, LeaderHook, MergeJobHook
+from mysql_cdc.hooks import BatchStorageHook, ConnectionConfigError, LeaderHook, MergeJobHook
+from mysql_cdc.kinds.mysql.hook import FollowerHook
 
 
 def set_conn(monkeypatch, conn_id: str, **fields) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from mysql_cdc.followers import FollowerSpec
-from mysql_cdc.hooks import FollowerHook
-from mysql_cdc.state.mysql import MySQLStateStore
+from mysql_cdc.kinds import FollowerSpec
+from mysql_cdc.kinds.mysql.hook import FollowerHook
+from mysql_cdc.kinds.mysql.state import MySQLStateStore
 
 
 def test_the_spec_and_the_state_store_come_from_the_connection(monkeypatch, follower_user, unique_name):

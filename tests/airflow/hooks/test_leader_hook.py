@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mysql_cdc.capture.extract import BatchTarget, RangeRequest
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import PreflightError
 from mysql_cdc.contracts import BinlogPosition, PositionRange

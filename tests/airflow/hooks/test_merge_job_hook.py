@@ -16,8 +16,8 @@ from mysql_cdc.contracts import (
 from mysql_cdc.hooks import MergeJobHook
 from mysql_cdc.hooks import merge_job
 from mysql_cdc.hooks.merge_job import ADVANCE, SKIP, SUBMIT
-from mysql_cdc.apply.report import SUMMARY_ENV
-from mysql_cdc.settings import SECRETS_ENV, JobSecrets
+from mysql_cdc.merge.report import SUMMARY_ENV
+from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets
 
 P1, P2, P3 = (BinlogPosition("binlog.000001", o) for o in (4, 900, 1800))
 

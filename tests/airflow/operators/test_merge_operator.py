@@ -17,7 +17,7 @@ from mysql_cdc.hooks.merge_job import JobInputs, spark_submit_binary, submit_arg
 from mysql_cdc import packaging
 from mysql_cdc.packaging import LOG4J2_CONFIG, driver_java_options
 from mysql_cdc.operators import CdcMergeOperator
-from mysql_cdc.settings import SECRETS_ENV
+from mysql_cdc.job_secrets import SECRETS_ENV
 
 PLUGINS = Path(__file__).resolve().parents[3] / "plugins"
 MANIFEST = "s3://lake/cdc/shop/batches/0000000001.00000000000000000004-0000000001.00000000000000000900/manifest.json"

@@ -8,7 +8,8 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException, TaskDeferred
 
 from mysql_cdc.contracts import Checkpoint
-from mysql_cdc.hooks import FollowerHook, LeaderHook
+from mysql_cdc.hooks import LeaderHook
+from mysql_cdc.kinds.mysql.hook import FollowerHook
 from mysql_cdc.sensors import LeaderAdvancedSensor
 from mysql_cdc.triggers import LeaderAdvancedTrigger
 

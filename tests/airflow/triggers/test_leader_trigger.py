@@ -9,7 +9,8 @@ import time
 import pytest
 
 from mysql_cdc.contracts import Checkpoint
-from mysql_cdc.hooks import FollowerHook, LeaderHook
+from mysql_cdc.hooks import LeaderHook
+from mysql_cdc.kinds.mysql.hook import FollowerHook
 from mysql_cdc.triggers import LeaderAdvancedTrigger
 
 

@@ -1,0 +1,98 @@
+"""Delta Lake tables as the follower: the leader's table ``db.t`` is the Delta table
+``<location>/db/t``, and the pipeline's state is a few small Delta tables under
+``<location>/_mysql_cdc/<pipeline>/`` (the checkpoint row holds every table's version: the
+consistent cut, ``state.cut``). ``docs/lakehouse.md`` is the user's page.
+
+- ``sink``: what the merge job writes (a ``MERGE`` per table, idempotent under the segment's
+  transaction id; DDL with column mapping; changelog tables);
+- ``state``: the ``StateStore`` on delta-rs (the Airflow side never starts Spark);
+- ``hook``: the Airflow side (a location and its AWS connection); ``verify``: the cut's rows
+  hashed against the leader's;
+- ``submit``: the Delta and S3A jars and properties of its Spark jobs;
+- ``sink.maintenance``: compaction and vacuum that keep the cut readable.
+
+The pipelines file names it ``follower: {kind: delta, location: s3://bucket/lake, changelog: [...]}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .. import FollowerSpec
+from ..base import FollowerKind, SubmitNeeds
+
+
+class DeltaKind(FollowerKind):
+    name = "delta"
+    config_keys = frozenset({"location", "changelog"})
+    maintained = True
+
+    def reference(self, section: Mapping[str, Any], aws_conn_id: str | None) -> dict[str, Any]:
+        from ...capture.filters import TableFilter
+        from ...storage import normalize_uri
+
+        location = section.get("location")
+        if not isinstance(location, str) or not location.strip():
+            raise ValueError(f"location: must be s3://bucket/prefix or file:///absolute/path, got {location!r}")
+        try:
+            location = normalize_uri(location.strip())
+        except ValueError as exc:
+            raise ValueError(f"location: {exc}") from None
+        return {"kind": self.name, "location": location, "aws_conn_id": aws_conn_id,
+                "changelog": list(_changelog(section.get("changelog", False), TableFilter))}
+
+    def describe(self, reference: Mapping[str, Any]) -> str:
+        return f"{self.name} at {reference['location']}"
+
+    def hook(self, reference: Mapping[str, Any]):
+        from .hook import DeltaFollowerHook
+
+        return DeltaFollowerHook(reference["location"], reference.get("aws_conn_id"), reference.get("changelog", ()))
+
+    def state_store(self, settings: Mapping[str, Any]):
+        from .state import DeltaStateStore
+
+        return DeltaStateStore.from_settings(settings)
+
+    def sink(self, settings: Mapping[str, Any], leader_flavor: str | None):
+        from .sink import DeltaSink
+
+        return DeltaSink.from_settings(settings, leader_flavor)
+
+    def submit_needs(self) -> SubmitNeeds:
+        from .submit import submit_needs
+
+        return submit_needs()
+
+    def maintain(self, spark: Any, settings: Mapping[str, Any], pipeline: str, retain_hours: float) -> list:
+        """OPTIMIZE and VACUUM every table of the cut and the state tables (``sink.maintenance``)."""
+        from .sink import DeltaSink
+        from .sink.maintenance import maintain_lake
+
+        sink = DeltaSink.from_settings(settings, None)
+        sink.attach(lambda: spark)
+        sink.spark()  # the lake's S3A settings on the session
+        return maintain_lake(spark, sink.location, pipeline, retain_hours, sink.version)
+
+
+def _changelog(value: Any, table_filter) -> tuple[str, ...]:
+    """``changelog``: true (every table), false, or a list of db.table globs."""
+    if value is True:
+        return ("*.*",)
+    if value is False:
+        return ()
+    try:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"must be a list of db.table globs such as ['shop.*', '*.orders'], got {value!r}")
+        return tuple(table_filter(include=tuple(v.strip() for v in value)).include)
+    except ValueError as exc:
+        raise ValueError(f"changelog: must be true, false or a list of db.table globs ({exc})") from None
+
+
+KIND = DeltaKind()
+
+
+def follower_spec(location, changelog: tuple[str, ...] = ()) -> FollowerSpec:
+    """A Delta Lake follower at ``location`` (a ``storage.StorageSpec``: its S3 options are its
+    secrets); ``changelog``: db.table globs of the tables that get a changelog table."""
+    return FollowerSpec(KIND.name, {"location": location.to_json(), "changelog": list(changelog)})

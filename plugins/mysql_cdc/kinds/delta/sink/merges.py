@@ -1,0 +1,136 @@
+"""One table's net rows (``spark.transforms.net_changes``, in Delta values) applied to its Delta
+table as ONE ``MERGE`` commit: by primary key, or, for a table without one, by full rows as a
+multiset. The session's ``txnAppId``/``txnVersion`` (set by the sink) make the commit idempotent.
+
+Into an empty table the net rows are an append (``append_rows``); rows netted on the driver are
+appended by delta-rs straight from Arrow (``append_arrow``), under the same transaction id."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ....contracts import TableChanges
+from ....contracts import change_row as cr
+from .tables import DeltaTableRef, quote
+
+_views = itertools.count()
+_SIDE = "__mcdc_side"  # a keyless source row: a group to remove ("del") or a copy to insert ("ins")
+
+
+def _view(df: DataFrame) -> str:
+    name = f"__mcdc_src_{next(_views)}"
+    df.createOrReplaceTempView(name)
+    return name
+
+
+def merge_rows(spark: SparkSession, target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> None:
+    if is_empty(spark, target):
+        append_rows(target, table, rows)
+    elif table.key_columns:
+        merge_keyed(spark, target, table, rows)
+    else:
+        merge_keyless(spark, target, table, rows)
+
+
+def is_empty(spark: SparkSession, target: DeltaTableRef) -> bool:
+    """No data file: a table just created (its first batch, a first snapshot's catch-up) or emptied."""
+    return spark.sql(f"DESCRIBE DETAIL {target.sql}").first()["numFiles"] == 0
+
+
+def append_rows(target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> None:
+    """Into an empty table every net row that is not a delete is an insert: a plain append, the
+    fastest write Delta has (no join with the table), idempotent like the MERGE it stands for
+    (the session's transaction ids apply to it)."""
+    columns = [quote(c.name) for c in table.columns]
+    inserts = rows.where(F.col(cr.NET_OP) != cr.DELETE).select(*columns)
+    inserts.write.format("delta").mode("append").save(target.path)
+
+
+def arrow_inserts(table: TableChanges, net: pa.Table) -> pa.Table:
+    """``append_rows``'s rows from Arrow net rows: every one but a delete, its table columns in
+    Delta values as ``tables.delta_value`` makes them (a TIME's microseconds; a timestamp without a
+    zone is delta-rs's TIMESTAMP_NTZ as it is)."""
+    inserts = net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE))
+    arrays = [pc.cast(inserts.column(c.name), pa.int64()) if c.arrow_type == "duration[us]" else inserts.column(c.name)
+              for c in table.columns]
+    return pa.table(arrays, names=[c.name for c in table.columns])
+
+
+def append_arrow(table, rows: pa.Table, txn: tuple[str, int]) -> None:
+    """Append ``rows`` to ``table`` (a delta-rs ``DeltaTable``), as one commit carrying the
+    transaction id ``txn`` (app id, version). Spark skips an idempotent commit it already has by
+    itself; delta-rs does not, so the table's own record of the app's last version is read first: a
+    retry after a crash that followed this commit appends nothing twice. No rows: no commit."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    app_id, version = txn
+    done = table.transaction_version(app_id)
+    if not rows.num_rows or (done is not None and done >= version):
+        return
+    write_deltalake(table, rows, mode="append",
+                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+
+
+def merge_keyed(spark: SparkSession, target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> None:
+    """``D`` deletes the key, ``U`` replaces the row (or inserts it: the key may be new to the
+    table, after a copy), ``I`` inserts. The net rows hold one row per key, as MERGE requires."""
+    columns = [quote(c.name) for c in table.columns]
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in table.key_columns)
+    op = f"s.{cr.NET_OP}"
+    source = _view(rows)
+    spark.sql(
+        f"MERGE INTO {target.sql} t USING {source} s ON {on} "
+        f"WHEN MATCHED AND {op} = '{cr.DELETE}' THEN DELETE "
+        f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)} "
+        f"WHEN NOT MATCHED AND {op} <> '{cr.DELETE}' THEN INSERT ({', '.join(columns)}) "
+        f"VALUES ({', '.join(f's.{c}' for c in columns)})"
+    )
+    spark.catalog.dropTempView(source)
+
+
+def merge_keyless(spark: SparkSession, target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> None:
+    """A multiset: the net rows say how many copies of each full row to add (``I``, one net row
+    per copy) or remove (``D``, ``__mcdc_n`` copies). Delta cannot delete some of several equal
+    rows, so every row value the batch touches is rewritten whole: its copies in the table are
+    counted, all of them deleted, and the count it must have inserted back, in the same MERGE.
+    NULLs compare equal (``<=>``), as two equal rows of the leader do."""
+    names = [c.name for c in table.columns]
+    columns = [quote(n) for n in names]
+    delta = F.sum(F.when(F.col(cr.NET_OP) == cr.INSERT, F.col(cr.NET_COUNT)).otherwise(-F.col(cr.NET_COUNT)))
+    change = rows.groupBy(*columns).agg(delta.alias("change"))
+    same = [F.col(f"c.{c}").eqNullSafe(F.col(f"e.{c}")) for c in columns]
+    condition = same[0]
+    for other in same[1:]:
+        condition = condition & other
+    existing = (spark.read.format("delta").load(target.path).alias("e")
+                .join(change.select(*columns).alias("c"), condition, "left_semi")
+                .groupBy(*columns).count())
+    joined = change.alias("c").join(existing.alias("e"), condition, "left")
+    final = joined.select(*[F.col(f"c.{c}").alias(n) for c, n in zip(columns, names)],
+                          (F.coalesce(F.col("e.count"), F.lit(0)) + F.col("c.change")).alias("copies"))
+    copies = (final.where(F.col("copies") > 0)
+              .withColumn("copy", F.explode(F.sequence(F.lit(1).cast("long"), F.col("copies"))))
+              .select(*columns, F.lit("ins").alias(_SIDE)))
+    groups = change.select(*columns, F.lit("del").alias(_SIDE))
+    source = _view(groups.unionByName(copies))
+    on = " AND ".join(f"t.{c} <=> s.{c}" for c in columns)
+    spark.sql(
+        f"MERGE INTO {target.sql} t USING {source} s ON {on} AND s.{_SIDE} = 'del' "
+        "WHEN MATCHED THEN DELETE "
+        f"WHEN NOT MATCHED AND s.{_SIDE} = 'ins' THEN INSERT ({', '.join(columns)}) "
+        f"VALUES ({', '.join(f's.{c}' for c in columns)})"
+    )
+    spark.catalog.dropTempView(source)
+
+
+def rows_written(table_uri: str, storage_options: dict) -> int:
+    """The rows the table's last commit wrote (its operation metrics), read with delta-rs."""
+    from deltalake import DeltaTable
+
+    metrics = DeltaTable(table_uri, storage_options=storage_options).history(1)[0].get("operationMetrics", {})
+    return int(metrics.get("numOutputRows") or metrics.get("numTargetRowsInserted") or 0)

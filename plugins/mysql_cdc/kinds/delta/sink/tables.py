@@ -1,0 +1,232 @@
+"""A leader table as a Delta table, through Spark's Delta writer: its columns in Delta types, its
+creation, its schema following the leader's, and the one-commit writes the sink makes.
+
+Types (``delta_column``): what the batch's Arrow type is in Delta, exactly. Where Spark has no type
+for the MySQL value, a lossless one stands in: TIME (a span of ±838 h, microseconds) is a BIGINT of
+microseconds; DECIMAL above 38 digits is its exact digits as STRING (as capture already writes
+it); BIGINT UNSIGNED is DECIMAL(20,0); BIT, BINARY and BLOB are BINARY (BIT as MySQL's big-endian
+bytes); JSON, ENUM and SET are STRING (SET as its comma list); YEAR is SMALLINT; DATETIME is
+TIMESTAMP_NTZ (a wall clock) and TIMESTAMP is TIMESTAMP (an instant).
+
+Every table is created with Change Data Feed on, column mapping by name (so a column can be
+renamed or dropped without rewriting the table) and deletion vectors (so a MERGE that changes a
+few rows of a large table writes those rows, not every file that holds one of them). Delta's type-widening table feature is not
+turned on: delta-rs (1.6) refuses to read a table that has it, and the lake must stay readable by
+every Delta reader; a type change that widens exactly (INT -> BIGINT, FLOAT -> DOUBLE, a wider
+DECIMAL, DATE -> TIMESTAMP_NTZ) rewrites the table with the new type in one commit instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ....merge.errors import FollowerSchemaError
+from ....contracts import ColumnSpec
+
+TABLE_PROPERTIES = {
+    "delta.enableChangeDataFeed": "true",
+    "delta.columnMapping.mode": "name",
+    # a MERGE marks the rows it replaces in a deletion vector instead of rewriting their files:
+    # its cost follows the change, not the table
+    "delta.enableDeletionVectors": "true",
+    # DATETIME is TIMESTAMP_NTZ, whose table feature Delta enables by itself only when a table is
+    # created with such a column: a table that gets one later (a column added, a copy with a new
+    # shape) must have it already
+    "delta.feature.timestampNtz": "supported",
+}
+
+_SIMPLE = {
+    "int8": "TINYINT", "int16": "SMALLINT", "int32": "INT", "int64": "BIGINT", "float": "FLOAT",
+    "double": "DOUBLE", "string": "STRING", "binary": "BINARY", "date32[day]": "DATE", "bool": "BOOLEAN",
+    "timestamp[us]": "TIMESTAMP_NTZ", "timestamp[us, tz=UTC]": "TIMESTAMP", "duration[us]": "BIGINT",
+}
+_DECIMAL = re.compile(r"^decimal(?:128)?\((\d+), ?(\d+)\)$")
+# Type changes that are exact (every old value is the same value in the new type): the table is
+# rewritten with the new type; any other type change needs the table copied again.
+_WIDER = {
+    "TINYINT": ("SMALLINT", "INT", "BIGINT"), "SMALLINT": ("INT", "BIGINT"), "INT": ("BIGINT",),
+    "FLOAT": ("DOUBLE",), "DATE": ("TIMESTAMP_NTZ",),
+}
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def delta_type(column: ColumnSpec, where: str) -> str:
+    """The Delta (Spark SQL) type of a batch column."""
+    if column.arrow_type in _SIMPLE:
+        return _SIMPLE[column.arrow_type]
+    match = _DECIMAL.match(column.arrow_type)
+    if match:
+        return f"DECIMAL({match[1]},{match[2]})"
+    raise FollowerSchemaError(f"{where}.{column.name}: the batch's Arrow type {column.arrow_type!r} has no Delta type here")
+
+
+def delta_value(value: Column, column: ColumnSpec) -> Column:
+    """A value of the batch column (``value``: the column, or a field of a before-image) as its
+    Delta value (a TIME's microseconds, a DATETIME's wall clock), named as the column."""
+    if column.arrow_type == "duration[us]":
+        # Spark reads Arrow durations as day-time intervals; their microseconds, exactly
+        return F.unix_micros(F.lit("1970-01-01 00:00:00Z").cast("timestamp") + value).alias(column.name)
+    if column.arrow_type == "timestamp[us]":
+        return value.cast("timestamp_ntz").alias(column.name)
+    return value.alias(column.name)
+
+
+def delta_column(column: ColumnSpec) -> Column:
+    """The batch column as its Delta value."""
+    return delta_value(F.col(quote(column.name)), column)
+
+
+def to_delta(df: DataFrame, columns: Sequence[ColumnSpec], extra: Sequence[str] = ()) -> DataFrame:
+    """``df``'s table columns as Delta values, with the ``extra`` columns (the net op and count)."""
+    return df.select(*[delta_column(c) for c in columns], *[F.col(e) for e in extra])
+
+
+@dataclass(frozen=True)
+class DeltaTableRef:
+    """One Delta table of the follower: ``path`` as Spark reaches it, ``name`` the leader's."""
+
+    name: str
+    path: str
+
+    @property
+    def sql(self) -> str:
+        return f"delta.{quote(self.path)}"
+
+
+def existing_columns(spark: SparkSession, table: DeltaTableRef) -> dict[str, str] | None:
+    """The table's columns (lower-cased name -> (name, Spark SQL type)), or None when it does not exist."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        fields = spark.read.format("delta").load(table.path).schema.fields
+    except AnalysisException as exc:
+        if "DELTA_MISSING_DELTA_TABLE" in str(exc) or "is not a Delta table" in str(exc) or "PATH_NOT_FOUND" in str(exc):
+            return None
+        raise
+    return {f.name.lower(): (f.name, f.dataType.simpleString().upper()) for f in fields}
+
+
+def schema_ddl(columns: Sequence[ColumnSpec], where: str) -> str:
+    """The columns as a Spark SQL column list, in Delta types."""
+    return ", ".join(f"{quote(c.name)} {delta_type(c, where)}" for c in columns)
+
+
+def create_table(spark: SparkSession, table: DeltaTableRef, columns: Sequence[ColumnSpec] | str) -> None:
+    """The table with ``columns`` (batch columns, or a Spark SQL column list) and the properties
+    every table of the lake has, unless it exists."""
+    definition = columns if isinstance(columns, str) else schema_ddl(columns, table.name)
+    properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql} ({definition}) USING delta TBLPROPERTIES ({properties})")
+
+
+def _normal(spark_type: str) -> str:
+    return {"BYTE": "TINYINT", "SHORT": "SMALLINT", "INTEGER": "INT",
+            "LONG": "BIGINT"}.get(spark_type, spark_type).replace(" ", "")
+
+
+def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[ColumnSpec]) -> None:
+    """Make the table's columns the batch's: create it, add the leader's new columns, drop the
+    ones it dropped, widen a type in place where Delta's widening is exact. A type change that
+    is not raises ``FollowerSchemaError`` naming the re-copy that repairs it. Each step is its own
+    Delta commit, idempotent by the schema it leaves (a retry finds it done)."""
+    existing = existing_columns(spark, table)
+    if existing is None:
+        create_table(spark, table, columns)
+        return
+    wanted = {c.name.lower(): c for c in columns}
+    added = [c for name, c in wanted.items() if name not in existing]
+    dropped = [existing[name][0] for name in existing if name not in wanted]
+    widened = {}
+    for name, column in wanted.items():
+        if name not in existing:
+            continue
+        have, want = _normal(existing[name][1]), _normal(delta_type(column, table.name))
+        if have == want:
+            continue
+        if widens(have, want):
+            widened[existing[name][0]] = want
+            continue
+        raise FollowerSchemaError(
+            f"{table.name}.{column.name} changed type from {have} to {want} on the leader, which Delta cannot "
+            f"widen exactly; copy the table again: trigger the pipeline with conf {{\"resnapshot\": [\"{table.name}\"]}}")
+    if widened:
+        rows = spark.read.format("delta").load(table.path)
+        overwrite(spark, table, rows.select(*[
+            F.col(quote(f)).cast(widened[f]).alias(f) if f in widened else F.col(quote(f)) for f in rows.columns]))
+    if dropped:
+        spark.sql(f"ALTER TABLE {table.sql} DROP COLUMNS ({', '.join(quote(d) for d in dropped)})")
+    if added:
+        definition = ", ".join(f"{quote(c.name)} {delta_type(c, table.name)}" for c in added)
+        spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({definition})")
+
+
+def widens(have: str, want: str) -> bool:
+    """Whether every value of Spark SQL type ``have`` is the same value in ``want``."""
+    have, want = _normal(have.upper()), _normal(want.upper())
+    return want in _WIDER.get(have, ()) or _decimal_widens(have, want)
+
+
+def _decimal_widens(have: str, want: str) -> bool:
+    a, b = _DECIMAL_SQL.match(have), _DECIMAL_SQL.match(want)
+    if not (a and b):
+        return False
+    (p1, s1), (p2, s2) = (int(a[1]), int(a[2])), (int(b[1]), int(b[2]))
+    return s2 >= s1 and p2 - s2 >= p1 - s1  # no digit lost on either side of the point
+
+
+_DECIMAL_SQL = re.compile(r"^DECIMAL\((\d+),(\d+)\)$")
+
+
+def rename_column(spark: SparkSession, table: DeltaTableRef, old: str, new: str) -> None:
+    """``old`` renamed ``new``, unless a retry finds it done (or the table never had it)."""
+    existing = existing_columns(spark, table) or {}
+    if old.lower() in existing and new.lower() not in existing:
+        spark.sql(f"ALTER TABLE {table.sql} RENAME COLUMN {quote(existing[old.lower()][0])} TO {quote(new)}")
+
+
+def drop_column(spark: SparkSession, table: DeltaTableRef, name: str) -> None:
+    existing = existing_columns(spark, table) or {}
+    if name.lower() in existing and len(existing) > 1:
+        spark.sql(f"ALTER TABLE {table.sql} DROP COLUMNS ({quote(existing[name.lower()][0])})")
+
+
+def table_exists(spark: SparkSession, table: DeltaTableRef) -> bool:
+    return existing_columns(spark, table) is not None
+
+
+def _set_change_feed(spark: SparkSession, table: DeltaTableRef, on: bool) -> None:
+    spark.sql(f"ALTER TABLE {table.sql} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = '{str(on).lower()}')")
+
+
+def overwrite(spark: SparkSession, table: DeltaTableRef, rows: DataFrame, txn: tuple[str, int] | None = None) -> None:
+    """Replace the table's rows (and, when they differ, its columns) in one commit; ``txn``
+    (app id, version) makes the commit idempotent.
+
+    Delta refuses a commit that writes rows and drops or retypes a column at once on a table with
+    Change Data Feed and column mapping (``DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION``): for a
+    new shape the feed is turned off around that one commit (the feed has no changes for it: a
+    reader of the feed starts again after it) and on again; a retry after a crash in between finds
+    it off and turns it on."""
+    current = spark.read.format("delta").load(table.path).schema
+    reshaped = [(f.name.lower(), f.dataType) for f in current.fields] != [
+        (f.name.lower(), f.dataType) for f in rows.schema.fields]
+    writer = rows.write.format("delta").mode("overwrite")
+    if txn is not None:
+        writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+    if reshaped:
+        # a table created before timestampNtz was one of the lake's properties may need it now
+        spark.sql(f"ALTER TABLE {table.sql} SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')")
+        _set_change_feed(spark, table, False)
+        writer.option("overwriteSchema", "true").save(table.path)
+    else:
+        writer.save(table.path)
+    if reshaped or spark.sql(f"SHOW TBLPROPERTIES {table.sql} ('delta.enableChangeDataFeed')").first()[1] != "true":
+        _set_change_feed(spark, table, True)

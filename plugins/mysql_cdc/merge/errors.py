@@ -1,0 +1,32 @@
+"""Errors of the merge job. Each message says what is wrong and how to fix it: the job prints it
+as its one-line error and Airflow shows it to whoever runs the pipeline."""
+
+from ..errors import PermanentError
+
+
+class MergeError(RuntimeError):
+    """The batch cannot be applied; nothing is committed past the last good transaction."""
+
+
+class CheckpointError(MergeError):
+    """The checkpoint moved while this merge ran (another merge of the pipeline is running).
+    A checkpoint that does not fit the batch at all (none, a gap, a foreign pending DDL) is a
+    ``contracts.ReplayError``, decided by ``contracts.replay`` for both sides."""
+
+
+class FollowerSchemaError(MergeError, PermanentError):
+    """A follower table is missing or its columns differ from the batch's. ``problem``: what is
+    wrong, without the advice of the message (a snapshot, which fixes it itself, says that)."""
+
+    def __init__(self, message: str, problem: str | None = None):
+        super().__init__(message)
+        self.problem = problem or message
+
+
+class FollowerDivergedError(MergeError, PermanentError):
+    """The follower's rows are not what the leader had before the batch: it was changed outside
+    the pipeline, so applying the batch would not reproduce the leader."""
+
+
+class FollowerVersionError(MergeError, PermanentError):
+    """The follower server is older than the merge's queries need: no retry can fix it."""

@@ -1,0 +1,371 @@
+"""The merge job's steps: apply one change batch to the follower, exactly once, through its sink.
+
+Per segment of the batch, in binlog order, through ``SEGMENT_APPLIERS`` (dispatch by the
+manifest's segment kind, so a new kind of segment is a new function, not a branch):
+
+- ``rows``: for each table, executors read its Parquet files (``read.read_changes``), keep the
+  rows after the checkpoint and net them (``transforms``); the sink prepares them (tables of a
+  segment concurrently), then applies all tables of the segment and moves the checkpoint in one
+  commit. A table of up to ``driver_rows`` change rows (``apply.netting.DRIVER_NET_ROWS``: 1M)
+  is read, netted and prepared right here on the driver when its sink can take it
+  (``Sink.takes_driver_rows``): no Spark job reads and nets it; their stages cost more than
+  such a table's rows. Such tables go to the sink in groups (``driver_groups``,
+  ``Sink.stage_net_tables``): what a sink does per column, it then does once per group.
+- ``ddl``: replayed by the sink, exactly once.
+- ``snapshot``: one table's copy, its chunks caught up to one position (``transforms``), put in
+  the table's place by the sink, which records the table's position.
+
+What is the same for every follower kind lives here; what a kind does with it is its sink's
+(``mysql_cdc.merge.sink``). ``run_merge`` is the in-process entry point; ``spark_jobs/merge_batch.py``
+only wires it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Union
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from . import netting
+from .reader import PackedBytes, change_schema, fetch_packed
+from .report import MergeSummary, TableReport, segment_lines
+from ..contracts import (
+    BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges,
+    TablePositions, checkpoint_after_copies, plan_replay, table_position,
+)
+from ..contracts import change_row as cr
+from ..retry_policy import describe, server_error_code
+from ..crash_points import crash_point
+from .sink import BatchJob, NetTable, Sink, TableCopy
+from ..storage import StorageSpec, read_manifest
+from ..text import plural
+from .spark_read import read_changes, read_snapshot_rows
+from .transforms import after_checkpoint, after_copies, fold_catch_up, net_changes
+
+log = logging.getLogger("mysql_cdc.merge")
+
+SparkProvider = Union[SparkSession, Callable[[], SparkSession]]
+_STAGING_THREADS = 4  # tables staged through Spark at once
+_DRIVER_THREADS = 2  # large tables netted on the driver at once
+# Tables netted on the driver are prepared in groups: a sink makes what it can for a whole group in
+# one pass (a thousand tables of a hundred rows: Arrow kernels cost tens of microseconds however few
+# their rows, and one call per column of a group costs what one per column of each table would not)
+DRIVER_GROUP_TABLES = 64
+DRIVER_GROUP_ROWS = 50_000
+
+
+@dataclass
+class _Context:
+    job: BatchJob
+    sink: Sink
+    summary: MergeSummary
+    positions: TablePositions
+    driver_rows: int  # tables with at most this many change rows are netted on the driver
+
+    def on_driver(self, table) -> bool:
+        """Whether a table's rows are netted on the driver (``apply.netting``), not by Spark."""
+        return table.row_count <= self.driver_rows and self.sink.takes_driver_rows(table)
+
+    @property
+    def batch(self) -> ChangeBatch:
+        return self.job.batch
+
+
+# -- row segments ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _SegmentStaging:
+    """What staging one row segment's tables shares: its tables' targets (``Sink.check_tables``),
+    the checkpoint it starts from and the tables' reports."""
+
+    ctx: _Context
+    segment: RowSegment
+    checkpoint: Checkpoint
+    targets: dict[int, Any]
+    reports: dict[int, TableReport]
+
+    def position(self, table: TableChanges) -> BinlogPosition:
+        # a table copied by a snapshot after the checkpoint has its changes up to the copy already
+        return table_position(self.checkpoint, self.ctx.positions, table.database, table.table)
+
+
+def _stage_through_spark(st: _SegmentStaging, indexes: list[int]) -> list:
+    """Tables read and netted by Spark, each prepared by the sink (one per call: their jobs run
+    concurrently)."""
+    ctx, staged = st.ctx, []
+    for i in indexes:
+        started = time.monotonic()
+        table = st.segment.tables[i]
+        changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table,
+                               ctx.sink.change_metadata(table))
+        changes = after_checkpoint(changes, st.position(table))
+        staged.append(ctx.sink.stage_rows(ctx.job, st.segment, i, st.targets[i], changes,
+                                          net_changes(changes, table), st.reports[i]))
+        st.reports[i].stage_seconds = time.monotonic() - started
+    return staged
+
+
+def _stage_driver_tables(st: _SegmentStaging, indexes: list[int],
+                         packed: Callable[[], PackedBytes] | None = None) -> list:
+    """Tables read and netted here on the driver (``apply.netting``), then prepared by the sink in
+    one pass. ``packed``: the group's bytes in packs, fetched ahead."""
+    started = time.monotonic()
+    ctx, tables = st.ctx, [st.segment.tables[i] for i in indexes]
+    items = [(change_schema(t, ctx.sink.change_metadata(t)), t, st.position(t)) for t in tables]
+    netted = netting.read_and_net(ctx.job.store, ctx.batch.prefix, items, packed() if packed else None)
+    staged = ctx.sink.stage_net_tables(ctx.job, st.segment, [NetTable(i, st.targets[i], changes, net, st.reports[i])
+                                                             for i, (changes, net) in zip(indexes, netted)])
+    share = (time.monotonic() - started) / len(indexes)  # tables prepared together: each its share
+    for i in indexes:
+        st.reports[i].stage_seconds = share
+    return staged
+
+
+class _ReadAhead:
+    """The packed bytes (``reader.fetch_packed``) of groups prepared one after another, each
+    group's requested while the group before it is prepared. On S3 a request costs tens of
+    milliseconds of waiting: a thousand small tables in 16 groups waited 0.4 s, one after another,
+    where a group's CPU work can hide it. One group ahead: two groups' bytes in memory at most."""
+
+    def __init__(self, ctx: _Context, segment: RowSegment, groups: list[list[int]]):
+        self._tables = [[segment.tables[i] for i in group] for group in groups]
+        self._store, self._prefix = ctx.job.store, ctx.batch.prefix
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc read-ahead")
+        self._requested: dict[int, Future] = {}
+
+    def taker(self, k: int) -> Callable[[], PackedBytes]:
+        """What group ``k``'s preparation calls for its bytes (groups are prepared in order)."""
+        return lambda: self._take(k)
+
+    def _take(self, k: int) -> PackedBytes:
+        self._request(k + 1)
+        return self._request(k).result()
+
+    def _request(self, k: int) -> Future | None:
+        if k < len(self._tables) and k not in self._requested:
+            self._requested[k] = self._pool.submit(fetch_packed, self._store, self._prefix, self._tables[k])
+        return self._requested.get(k)
+
+    def __enter__(self) -> "_ReadAhead":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def driver_groups(tables: list, indexes: list[int]) -> list[list[int]]:
+    """The tables ``indexes`` in groups prepared in one pass each: up to ``DRIVER_GROUP_TABLES``
+    tables of up to ``DRIVER_GROUP_ROWS`` change rows together (a larger table is a group alone)."""
+    groups: list[list[int]] = []
+    rows = 0
+    for i in indexes:
+        if not groups or len(groups[-1]) >= DRIVER_GROUP_TABLES or rows + tables[i].row_count > DRIVER_GROUP_ROWS:
+            groups.append([])
+            rows = 0
+        groups[-1].append(i)
+        rows += tables[i].row_count
+    return groups
+
+
+def _discard(ctx: _Context, segment: RowSegment | SnapshotSegment) -> None:
+    try:
+        ctx.sink.discard_segment(ctx.job, segment)
+    except Exception:  # noqa: BLE001 - the next attempt drops them; keep the real error
+        log.warning("could not drop what was prepared for segment %d", segment.index, exc_info=True)
+
+
+def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint) -> Checkpoint:
+    """Stage every table of the segment, then apply them all and move the checkpoint to the
+    segment's end in one commit."""
+    # a table copied by a snapshot at or after the segment's end already holds all of its changes
+    # here (the follower may not even have it: it was dropped before its copy's position)
+    live = [i for i, t in enumerate(segment.tables)
+            if table_position(checkpoint, ctx.positions, t.database, t.table) < segment.end]
+    reports = {i: TableReport(segment.tables[i].qualified_name, segment.tables[i].row_count) for i in live}
+    # every table is checked before anything is staged: a bad table leaves the follower untouched
+    targets = dict(zip(live, ctx.sink.check_tables([segment.tables[i] for i in live])))
+    try:
+        if any(segment.tables[i].files and not ctx.on_driver(segment.tables[i]) for i in live):
+            ctx.job.spark()  # start Spark (if this is its first use) before the threads below share it
+        # The tables' Spark jobs run concurrently: a small table's job is mostly latency (task
+        # scheduling, Python workers, follower round trips), which overlaps well. A large table
+        # netted on the driver is mostly Arrow and numpy work outside the GIL: two at a time. A
+        # group of small tables is Python under the GIL: one group at a time, as two only contend
+        # (a thousand small tables: 3.4 s one group at a time, 3.4-4.2 s two at a time).
+        with_files = [i for i in live if segment.tables[i].files]
+        on_driver = [i for i in with_files if ctx.on_driver(segment.tables[i])]
+        through_spark = sorted(set(with_files) - set(on_driver))
+        groups = driver_groups(segment.tables, on_driver)
+        small = [group for group in groups if len(group) > 1]
+        st = _SegmentStaging(ctx, segment, checkpoint, targets, reports)
+        with ThreadPoolExecutor(_STAGING_THREADS) as spark_pool, ThreadPoolExecutor(_DRIVER_THREADS) as large_pool, \
+                ThreadPoolExecutor(1) as small_pool, _ReadAhead(ctx, segment, small) as ahead:
+            work = [(group, small_pool.submit(_stage_driver_tables, st, group, ahead.taker(k)))
+                    for k, group in enumerate(small)]
+            work += [(group, large_pool.submit(_stage_driver_tables, st, group)) for group in groups if len(group) == 1]
+            work += [([i], spark_pool.submit(_stage_through_spark, st, [i])) for i in through_spark]
+            by_index = {i: s for indexes, future in work for i, s in zip(indexes, future.result())}
+        staged = [by_index[i] for i in with_files]  # in the segment's order
+        crash_point("after_staging")
+        done = Checkpoint(
+            ctx.batch.pipeline, segment.end,
+            # a segment's last GTID is only known when it ends the batch
+            ctx.batch.end_gtid if segment.end == ctx.batch.end else None,
+            ctx.batch.batch_id, gtid_set=segment.gtid_set, leader_id=ctx.batch.leader_id,
+        )
+        started = time.monotonic()
+        applied = ctx.sink.commit_rows(ctx.job, checkpoint, staged, done)
+        # (tables whose rows were sent during staging count follower seconds spent before the commit)
+        commit_seconds = max(0.0, time.monotonic() - started - sum(seconds for _, seconds in applied.values()))
+    finally:
+        _discard(ctx, segment)
+    for report in reports.values():
+        report.rows_written, report.apply_seconds = applied.get(report.table, (0, 0.0))
+        ctx.summary.add(report)
+    for line in segment_lines(list(reports.values())):
+        log.info("%s", line)
+    log.info("committed segment %d up to %s (lock, checkpoint, commit: %.2f s)", segment.index, segment.end,
+             commit_seconds)
+    return done
+
+
+# -- DDL and snapshot segments --------------------------------------------------------------------
+
+
+def apply_ddl_segment(ctx: _Context, segment: DdlSegment, checkpoint: Checkpoint) -> Checkpoint:
+    log.info("replaying DDL at %s: %s", segment.start, segment.statement[:200])
+    return ctx.sink.replay_ddl(ctx.batch, segment, checkpoint)
+
+
+def caught_up_rows(ctx: _Context, segment: SnapshotSegment) -> tuple[DataFrame | None, tuple[int, int, int]]:
+    """The rows to load for a copied table: its chunks with the changes each chunk lacks folded
+    in (``fold_catch_up``), so what is loaded is the table at one position; and the catch-up's
+    inserted, updated and deleted keys, for the report. None: nothing to load."""
+    table = segment.as_table_changes()
+    spark = ctx.job.spark()
+    rows = read_snapshot_rows(spark, ctx.job.storage, ctx.batch.prefix, segment) if table.files else None
+    changes = segment.catch_up
+    if changes is None or not changes.files:
+        return rows, (0, 0, 0)
+    ctx.sink.check_table(changes)
+    # the whole before-image: an update that moved a row between chunks is split into a delete of
+    # its before-image and an insert (``after_copies``)
+    changed = read_changes(spark, ctx.job.storage, ctx.batch.prefix, changes, frozenset({cr.BEFORE}))
+    net = net_changes(after_copies(changed, segment.split_column, segment.chunks), changes)
+    ops = {r[cr.NET_OP]: r["count"] for r in net.groupBy(cr.NET_OP).count().collect()}
+    if rows is None:  # an empty copy: the catch-up alone
+        rows = net.where(F.lit(False))
+    return fold_catch_up(rows, net, segment.key_columns), (ops.get(cr.INSERT, 0), ops.get(cr.UPDATE, 0),
+                                                           ops.get(cr.DELETE, 0))
+
+
+def _snapshot_done(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoint) -> Checkpoint | None:
+    """The pipeline's checkpoint once this copy is applied, if it moves it: the copy of the last
+    table of a full snapshot may (``contracts.checkpoint_after_copies``)."""
+    if segment.index != len(ctx.batch.segments) - 1:
+        return None
+    after = checkpoint_after_copies(ctx.batch, checkpoint)
+    return None if after is checkpoint else after
+
+
+def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: Checkpoint) -> Checkpoint:
+    """Put one table's copy (its chunks caught up to one position) in the table's place and
+    record the table's position. The copy of the last table of a full snapshot also moves the
+    pipeline's position."""
+    report = TableReport(segment.qualified_name, segment.row_count, kind="snapshot")
+    done = _snapshot_done(ctx, segment, checkpoint)
+    copy = TableCopy(segment, segment.catch_up is not None and bool(segment.catch_up.files),
+                     lambda: caught_up_rows(ctx, segment))
+    ctx.sink.replace_table(ctx.job, copy, checkpoint, done, report)
+    log.info("%s (%s, at %s)", report.describe(), plural(len(segment.chunks), "chunk"), segment.at)
+    ctx.summary.add(report)
+    return done or checkpoint
+
+
+# segment kind (the manifest's "kind") -> how it is applied; every kind the contract knows is here
+SEGMENT_APPLIERS: dict[str, Callable[[_Context, Segment, Checkpoint], Checkpoint]] = {
+    "ddl": apply_ddl_segment,
+    "rows": apply_row_segment,
+    "snapshot": apply_snapshot_segment,
+}
+
+
+class FollowerSource(Protocol):
+    def sink(self, leader_flavor: str | None) -> Sink:
+        """The follower's sink for a batch of this server flavor (``kinds.FollowerSpec.sink``)."""
+
+
+class MergeInputs(Protocol):
+    """What a merge is given besides the batch: the follower (``sink``) and the batch store
+    (``storage``); the job's secrets file holds both (``job_secrets.JobSecrets``)."""
+
+    sink: FollowerSource
+    storage: StorageSpec
+
+
+def run_merge(spark: SparkProvider, manifest_uri: str, secrets: MergeInputs,
+              driver_rows: int = netting.DRIVER_NET_ROWS) -> MergeSummary:
+    """Apply the batch at ``manifest_uri``; the in-process entry point (``main`` wraps it).
+    ``spark`` may be a session or a function returning one: a batch that needs no Spark work
+    (a no-op replay, DDL only, only small tables) then never starts it. ``driver_rows``: tables
+    with at most this many change rows are netted on the driver (0: every table through Spark)."""
+    started = time.monotonic()
+    get_spark = (lambda: spark) if isinstance(spark, SparkSession) else spark
+    store = secrets.storage.open()
+    batch = read_manifest(store, manifest_uri)
+    with secrets.sink.sink(batch.server_flavor) as sink:
+        checkpoint = sink.checkpoint(batch.pipeline)
+        positions = sink.table_positions(batch.pipeline)
+        plan = plan_replay(batch, checkpoint, positions)
+        summary = MergeSummary(batch.pipeline, batch.batch_id, plan.noop, str(checkpoint.position))
+        if plan.noop:
+            log.info("batch %s ends at %s, at or before the checkpoint %s: nothing to do",
+                     batch.batch_id, batch.end, checkpoint.position)
+            return summary
+        ctx = _Context(BatchJob(get_spark, secrets.storage, store, batch), sink, summary, positions, driver_rows)
+        sink.begin(ctx.job)  # leftovers of a crashed attempt
+        for segment in plan.segments:
+            checkpoint = SEGMENT_APPLIERS[segment.kind](ctx, segment, checkpoint)
+            summary.segments_applied += 1
+        if plan.end is not None and checkpoint.position < plan.end.position:
+            # the batch ends with transactions that touched no captured table
+            sink.advance(checkpoint, plan.end)
+            checkpoint = plan.end
+    summary.checkpoint = str(checkpoint.position)
+    summary.seconds = round(time.monotonic() - started, 3)
+    log.info("batch %s applied: checkpoint now %s (%.1f s)", batch.batch_id, checkpoint.position, summary.seconds)
+    return summary
+
+
+def run_merges(spark: SparkProvider, manifest_uris: list[str], secrets: MergeInputs,
+               summaries: list[MergeSummary], driver_rows: int = netting.DRIVER_NET_ROWS) -> None:
+    """Apply the batches in order, in one Spark application, appending each one's summary to
+    ``summaries`` as it is applied (so a failure still reports the batches applied before it):
+    a copy's run gives the copy and its catch-up, so that the run ends with every table at one
+    position. Each batch is its own exactly-once unit: a retry after
+    a crash between them finds the copy applied (a no-op) and applies the catch-up."""
+    for i, manifest_uri in enumerate(manifest_uris):
+        if i:
+            crash_point("between_batches")
+        summary = run_merge(spark, manifest_uri, secrets, driver_rows)
+        log.info("merge summary %s", summary.to_json())
+        summaries.append(summary)
+
+
+def one_line(exc: BaseException) -> str:
+    """The error as one line. A failure inside an executor arrives wrapped in Spark's report
+    with the worker's traceback; its last ``SomeError: message`` line is the real error."""
+    if server_error_code(exc) is not None:  # a follower's refusal: its words and its number
+        return describe(exc)
+    text = str(exc).strip() or type(exc).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > 1:
+        raised = [line for line in lines if line.split(":", 1)[0].rsplit(".", 1)[-1].endswith(("Error", "Exception"))]
+        text = raised[-1] if raised else lines[0]
+    return text

@@ -1,0 +1,80 @@
+"""A pipeline's options: the pipelines file's ``snapshot``, ``extract``, ``verify`` and
+``maintenance`` sections, as frozen dataclasses that check their values (``pipeline_config``
+rejects unknown keys and names the bad field)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _check_options(options, least: dict[str, int]) -> None:
+    """An options section's counts are whole numbers of at least ``least[name]``, and its
+    ``decoder`` (every section that has one) is one of the two decoders."""
+    for name, minimum in least.items():
+        value = getattr(options, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name}: must be a whole number >= {minimum}, got {value!r}")
+    decoder = getattr(options, "decoder", "native")
+    if decoder not in ("native", "python"):
+        raise ValueError(f"decoder: must be 'native' or 'python', got {decoder!r}")
+
+
+@dataclass(frozen=True)
+class SnapshotOptions:
+    """How a snapshot copy is cut and run (the pipelines file's ``snapshot`` section)."""
+
+    split_rows: int = 500_000  # rows per chunk of a table with an integer primary key
+    workers: int = 2  # chunks copied at once, each in its own process and read view
+    # who parses the copied rows: "native" (the compiled decoder, native/) or "python" (PyMySQL,
+    # the reference the compiled one is tested against)
+    decoder: str = "native"
+
+    def __post_init__(self) -> None:
+        _check_options(self, {"split_rows": 1, "workers": 1})
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    """How a long range is read (the pipelines file's ``extract`` section)."""
+
+    workers: int = 2  # binlog files of a range read at once, each part by its own reader process
+    # which decoder reads rows events: "native" (compiled, native/) or "python" (mysql-replication,
+    # the reference the compiled one is tested against)
+    decoder: str = "native"
+    # binlog megabytes a part must have to be read by a process of its own: below it, starting
+    # the process costs more than the compiled decoder takes to read the part (0: no minimum)
+    min_part_mb: int = 64
+
+    def __post_init__(self) -> None:
+        _check_options(self, {"workers": 1, "min_part_mb": 0})
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """The pipelines file's ``verify`` section."""
+
+    schedule: str | None = "@daily"  # the verification DAG's schedule (null: manual runs only)
+    chunk_rows: int = 100_000  # key values per checksum chunk
+    rechecks: int = 2  # merges to wait for before a still-differing chunk counts as drift
+    settle_timeout: float = 900.0  # seconds to wait for a merge before each recheck
+
+    def __post_init__(self) -> None:
+        _check_options(self, {"chunk_rows": 1, "rechecks": 0})
+        timeout = self.settle_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"settle_timeout: must be a positive number of seconds, got {timeout!r}")
+
+
+@dataclass(frozen=True)
+class MaintenanceOptions:
+    """The pipelines file's ``maintenance`` section (a Delta Lake follower): the ``<name>_maintain``
+    DAG compacts every table (``OPTIMIZE``) and deletes files older versions no longer need
+    (``VACUUM``) past ``retain_hours`` (at least 1; Delta's own default is 168, a week)."""
+
+    schedule: str | None = "@daily"
+    retain_hours: float = 168.0
+
+    def __post_init__(self) -> None:
+        hours = self.retain_hours
+        if isinstance(hours, bool) or not isinstance(hours, (int, float)) or hours < 1:
+            raise ValueError(f"retain_hours: must be a number of hours >= 1, got {hours!r}")

@@ -1,0 +1,82 @@
+"""Which failures a retry can fix: the one place that decides, for the extract task, the merge task
+and the merge job alike.
+
+A **permanent** failure needs a person: a bad range or configuration, a gap, another leader's
+batch, a missing privilege, binlog settings, an event or a type the capture does not understand, a
+follower that lacks a collation or a table, a follower changed outside the pipeline. Airflow's
+retries cannot fix it, so the task fails at once (``AirflowFailException``) instead of retrying
+with backoff for minutes. A **transient** one may pass: a lost connection, a lock wait, a deadlock,
+a killed executor, another merge of the pipeline holding the checkpoint. Anything not known to be
+permanent is treated as transient: a retry of extract or merge is always safe (both are
+idempotent), so the cost of a wrong guess is a few retries, never a lost change.
+
+An error class says it is permanent by deriving from ``errors.PermanentError`` where it is
+defined; an error that carries its own verdict (``permanent``: the merge job's outcome read back
+by the merge task) says it with that attribute. Plain Python (no Airflow, no Spark): the merge job classifies its own error here and reports it to
+the merge task in its outcome file.
+"""
+
+from __future__ import annotations
+
+from .errors import PermanentError
+
+# MySQL/MariaDB server errors that say the statement, the schema or the account is wrong
+PERMANENT_SERVER_ERRORS = frozenset({
+    1044, 1045, 1142, 1143, 1227, 1370,  # access denied / missing privilege
+    1049,  # unknown database
+    1054,  # unknown column
+    1064,  # syntax error (a statement the follower's dialect does not have)
+    1115,  # unknown character set
+    1146,  # table does not exist
+    1273,  # unknown collation
+    1286,  # unknown storage engine
+    1366, 1406,  # a value the follower's column cannot hold
+    4161,  # unknown data type
+})
+# ... and those that say "try again"
+TRANSIENT_SERVER_ERRORS = frozenset({
+    1040,  # too many connections
+    1053,  # server shutdown in progress
+    1205,  # lock wait timeout
+    1213,  # deadlock
+    1927, 4031,  # connection killed / closed for inactivity
+    2002, 2003, 2006, 2013,  # cannot connect, server gone, connection lost
+})
+
+
+def server_error_code(exc: BaseException) -> int | None:
+    """The MySQL error number of a PyMySQL error, or None."""
+    import pymysql
+
+    if isinstance(exc, pymysql.err.MySQLError) and exc.args and isinstance(exc.args[0], int):
+        return exc.args[0]
+    return None
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Whether no retry can fix ``exc`` (or the error it was raised from)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        marked = getattr(exc, "permanent", None)  # an error that carries its own verdict
+        if isinstance(marked, bool):
+            return marked
+        code = server_error_code(exc)
+        if code in PERMANENT_SERVER_ERRORS:
+            return True
+        if code in TRANSIENT_SERVER_ERRORS:
+            return False
+        if isinstance(exc, PermanentError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def describe(exc: BaseException) -> str:
+    """The error as a person reads it first: the cause in its own words. A server error says
+    which server error it is; ours already say what is wrong and how to fix it."""
+    code = server_error_code(exc)
+    if code is not None:
+        message = exc.args[1] if len(exc.args) > 1 else ""
+        return f"{message} (MySQL error {code})"
+    return str(exc).strip() or type(exc).__name__

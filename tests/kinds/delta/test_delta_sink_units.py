@@ -1,0 +1,184 @@
+"""The Delta Lake sink's Spark-free parts: what an ALTER TABLE statement does to columns, each MySQL
+type's Delta type (from the batch's Arrow type and from a DDL statement), the transaction version
+of a position, the lake's spellings of one location for delta-rs and for Spark, which tables a lake
+copies again instead of merging, and an empty table's append from Arrow (delta-rs, no Spark)."""
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from mysql_cdc.contracts import BinlogPosition, ChangeBatch, ColumnSpec, DdlSegment, DdlTarget, RowSegment, TableChanges
+from mysql_cdc.contracts import change_row as cr
+from mysql_cdc.kinds.delta.sink.merges import append_arrow, arrow_inserts
+from mysql_cdc.kinds.delta.sink.ddl import added_columns, column_drops, column_renames, created_columns, ddl_delta_type
+from mysql_cdc.kinds.delta.sink.ddl import _existing_value as existing_value
+from mysql_cdc.kinds.delta.sink.recopy import spark_type, tables_to_copy
+from mysql_cdc.kinds.delta.sink.tables import delta_type
+from mysql_cdc.kinds.delta.state.location import LakeLocation, position_version
+from mysql_cdc.storage import StorageSpec
+
+P = BinlogPosition.parse
+
+
+def test_renames_drops_and_adds_of_one_statement():
+    statement = ("ALTER TABLE `shop`.`orders` RENAME COLUMN `note` TO `memo`, CHANGE COLUMN qty quantity INT, "
+                 "DROP COLUMN legacy, DROP INDEX by_note, ADD COLUMN flag TINYINT NOT NULL, "
+                 "ADD INDEX (flag), ADD `price, net` DECIMAL(10,2) UNSIGNED DEFAULT '1.50' AFTER flag")
+    assert column_renames(statement) == [("note", "memo"), ("qty", "quantity")]
+    assert column_drops(statement) == ["legacy"]
+    added = added_columns(statement)
+    assert [(a.name, ddl_delta_type(a), existing_value(a, ddl_delta_type(a))) for a in added] == [
+        ("flag", "TINYINT", "0"), ("price, net", "DECIMAL(10,2)", "'1.50'")]
+
+
+def test_a_change_that_keeps_the_name_is_no_rename():
+    assert column_renames("ALTER TABLE t CHANGE c c BIGINT NOT NULL") == []
+
+
+@pytest.mark.parametrize(("definition", "expected"), [
+    ("x INT UNSIGNED", ("BIGINT", None)),
+    ("x BIGINT UNSIGNED DEFAULT 7", ("DECIMAL(20,0)", "7")),
+    ("x DECIMAL(65,30)", ("STRING", None)),
+    ("x VARCHAR(20) NOT NULL", ("STRING", "''")),
+    ("x DATETIME(6) DEFAULT NULL", ("TIMESTAMP_NTZ", None)),
+    ("x TIME NOT NULL DEFAULT '00:00:00'", ("BIGINT", "'00:00:00'")),
+])
+def test_an_added_columns_delta_type_and_the_value_of_existing_rows(definition, expected):
+    (column,) = added_columns(f"ALTER TABLE t ADD COLUMN {definition}")
+    assert (ddl_delta_type(column), existing_value(column, ddl_delta_type(column))) == expected
+
+
+def test_values_existing_rows_get_that_no_literal_gives_are_refused():
+    for definition in ("d DATE NOT NULL", "e ENUM('a','b') NOT NULL", "t DATETIME DEFAULT CURRENT_TIMESTAMP"):
+        (column,) = added_columns(f"ALTER TABLE t ADD COLUMN {definition}")
+        assert existing_value(column, ddl_delta_type(column)) == "" or ddl_delta_type(column) is None, definition
+
+
+@pytest.mark.parametrize(("arrow", "delta"), [
+    ("int8", "TINYINT"), ("int64", "BIGINT"), ("decimal128(20, 0)", "DECIMAL(20,0)"), ("string", "STRING"),
+    ("timestamp[us]", "TIMESTAMP_NTZ"), ("timestamp[us, tz=UTC]", "TIMESTAMP"), ("duration[us]", "BIGINT"),
+    ("date32[day]", "DATE"), ("binary", "BINARY"), ("float", "FLOAT"),
+])
+def test_each_batch_type_has_its_delta_type(arrow, delta):
+    assert delta_type(ColumnSpec("c", "x", arrow), "db.t") == delta
+
+
+def test_transaction_versions_follow_binlog_order_across_files():
+    positions = [P("binlog.000001:4"), P("binlog.000001:999999"), P("binlog.000002:4"), P("binlog.1000000:4")]
+    versions = [position_version(p) for p in positions]
+    assert versions == sorted(versions) and len(set(versions)) == 4 and versions[-1] < 2**63
+
+
+def test_one_location_spelled_for_delta_rs_and_for_spark():
+    lake = LakeLocation(StorageSpec("s3://lake/mysql", {"endpoint_url": "http://127.0.0.1:9000",
+                                                        "region_name": "us-east-1", "aws_access_key_id": "k",
+                                                        "aws_secret_access_key": "s"}))
+    assert lake.table_uri("shop", "orders") == "s3://lake/mysql/shop/orders"
+    assert lake.spark_path(lake.table_uri("shop", "orders")) == "s3a://lake/mysql/shop/orders"
+    assert lake.state_uri("p", "checkpoint") == "s3://lake/mysql/_mysql_cdc/p/checkpoint"
+    options = lake.storage_options()
+    assert (options["AWS_ENDPOINT_URL"], options["AWS_ALLOW_HTTP"], options["AWS_ACCESS_KEY_ID"]) == (
+        "http://127.0.0.1:9000", "true", "k")
+    conf = lake.hadoop_conf()
+    assert conf["fs.s3a.bucket.lake.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["fs.s3a.bucket.lake.connection.ssl.enabled"] == "false"
+    assert LakeLocation(StorageSpec("file:///data/lake")).hadoop_conf() == {}
+
+
+# -- which tables a lake copies again instead of merging (sinks.delta.recopy) ----------------------
+
+
+def _rows(index, *tables):
+    return RowSegment(index, P(f"b.000001:{100 * index + 4}"), P(f"b.000001:{100 * index + 50}"), tuple(
+        TableChanges("shop", name, tuple(ColumnSpec(c, "", arrow) for c, arrow in columns), ("id",), ("f",), 1)
+        for name, columns in tables))
+
+
+def _alter(index, statement):
+    return DdlSegment(index, P(f"b.000001:{100 * index + 4}"), P(f"b.000001:{100 * index + 50}"), "shop", statement,
+                      "alter_table", (DdlTarget("shop", "orders"),))
+
+
+def _batch(*segments):
+    return ChangeBatch("p", "b1", segments[0].start, segments[-1].end, tuple(segments))
+
+
+LAKE = {("shop", "orders"): {"id": "INT", "qty": "INT", "price": "DECIMAL(10,2)"}}
+
+
+@pytest.mark.parametrize(("segments", "copied"), [
+    # exact widenings and new columns merge
+    ([_rows(0, ("orders", [("id", "int64"), ("qty", "int32"), ("price", "decimal128(12, 3)"), ("note", "string")]))],
+     {}),
+    # a narrower DECIMAL, INT -> STRING: copied again
+    ([_rows(0, ("orders", [("id", "int32"), ("price", "decimal128(10, 1)")]))],
+     {"shop.orders": "price changed type from DECIMAL(10,2) to DECIMAL(10,1)"}),
+    # a column added in the batch, then retyped in it: checked against the batch's own earlier rows
+    ([_rows(0, ("orders", [("id", "int32"), ("n", "int32")])), _rows(1, ("orders", [("id", "int32"), ("n", "string")]))],
+     {"shop.orders": "n changed type from INT to STRING"}),
+    # a table the lake does not have yet is created with its rows
+    ([_rows(0, ("fresh", [("id", "string")])), _rows(1, ("fresh", [("id", "string")]))], {}),
+    # values for existing rows: a literal is given, a computed one is not
+    ([_alter(0, "ALTER TABLE orders ADD COLUMN flag INT NOT NULL DEFAULT 3")], {}),
+    ([_alter(0, "ALTER TABLE orders ADD COLUMN at DATETIME DEFAULT CURRENT_TIMESTAMP")],
+     {"shop.orders": "ADD COLUMN at gives the existing rows a value the leader computed"}),
+])
+def test_a_lake_copies_again_the_tables_whose_changes_it_cannot_take_exactly(segments, copied):
+    found = tables_to_copy(_batch(*segments), lambda db, t: LAKE.get((db, t)))
+    assert {name: why.split(", which")[0] for name, why in found.items()} == copied
+
+
+@pytest.mark.parametrize(("delta_rs", "spark"), [
+    ("integer", "INT"), ("long", "BIGINT"), ("short", "SMALLINT"), ("byte", "TINYINT"), ("decimal(20,0)", "DECIMAL(20,0)"),
+    ("timestamp_ntz", "TIMESTAMP_NTZ"), ("string", "STRING"), ("binary", "BINARY")])
+def test_delta_rs_type_names_as_spark_spells_them(delta_rs, spark):
+    assert spark_type(delta_rs) == spark
+
+
+@pytest.mark.parametrize(("statement", "columns"), [
+    ("CREATE TABLE IF NOT EXISTS `shop`.`t` (id INT UNSIGNED NOT NULL AUTO_INCREMENT, `a, b` DECIMAL(65,30), "
+     "e ENUM('x,y','z') DEFAULT 'z', PRIMARY KEY (id), KEY k (e)) ENGINE=InnoDB",
+     [("id", "BIGINT"), ("a, b", "STRING"), ("e", "STRING")]),
+    ("CREATE TABLE t (d DATETIME(6), tm TIME, y YEAR, bits BIT(3), CONSTRAINT c CHECK (y > 2000))",
+     [("d", "TIMESTAMP_NTZ"), ("tm", "BIGINT"), ("y", "SMALLINT"), ("bits", "BINARY")]),
+    ("CREATE TABLE t LIKE u", None),  # the rows (or a copy) bring its columns
+    ("CREATE TABLE t (id INT) SELECT * FROM u", None),
+    ("CREATE TABLE t (a INT, b INT AS (a + 1))", None),  # generated: the rows say whether it is carried
+    ("CREATE TABLE t (g GEOMETRY)", None),
+])
+def test_the_columns_a_create_table_defines(statement, columns):
+    assert created_columns(statement) == columns
+
+
+def test_an_empty_tables_append_keeps_every_net_row_but_the_deletes_in_delta_values():
+    table = TableChanges("d", "t", (ColumnSpec("id", "int", "int32", False), ColumnSpec("tm", "time(6)", "duration[us]"),
+                                    ColumnSpec("at", "datetime(6)", "timestamp[us]")), ("id",), (), 3)
+    net = pa.table({
+        "id": pa.array([1, 2, 3], pa.int32()),
+        "tm": pa.array([dt.timedelta(hours=-838, microseconds=-1), None, dt.timedelta(seconds=1)], pa.duration("us")),
+        "at": pa.array([dt.datetime(2024, 1, 1, 12), None, None], pa.timestamp("us")),
+        cr.NET_OP: [cr.INSERT, cr.DELETE, cr.UPDATE], cr.NET_COUNT: pa.array([1, 1, 1], pa.int64()),
+    })
+    rows = arrow_inserts(table, net)
+    assert rows.schema == pa.schema([("id", pa.int32()), ("tm", pa.int64()), ("at", pa.timestamp("us"))])
+    assert rows.to_pylist() == [{"id": 1, "tm": -838 * 3600 * 10**6 - 1, "at": dt.datetime(2024, 1, 1, 12)},
+                                {"id": 3, "tm": 10**6, "at": None}]
+
+
+def test_an_arrow_append_is_one_commit_per_transaction_id(tmp_path):
+    """delta-rs does not skip a transaction id it has by itself (Spark does): ``append_arrow`` reads the
+    table's record of it first. No rows: no commit at all."""
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([], pa.int64())}))  # an empty table: version 0
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 7))
+    append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 7))  # a retry of the same commit
+    append_arrow(DeltaTable(uri), rows.slice(0, 0), ("mysql-cdc/p/leader", 9))
+    table = DeltaTable(uri)
+    assert table.version() == 1 and table.transaction_version("mysql-cdc/p/leader") == 7
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [1, 2]
+    append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 8))  # the next segment's
+    assert DeltaTable(uri).version() == 2 and DeltaTable(uri).transaction_version("mysql-cdc/p/leader") == 8

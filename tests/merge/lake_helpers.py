@@ -1,0 +1,166 @@
+"""Test helpers for a Delta Lake follower: a pipeline whose follower is a lake location (its state
+in the lake, through ``DeltaStateStore``), the merge job as Airflow submits it for a lake, and the
+comparison of the leader's tables with the lake's, read with delta-rs (never with the product's
+own reader) at the consistent cut the state records."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, fields
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+
+from merge_helpers import Pipeline, _fetch, submit_job, table_names
+from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.capture.snapshot.copy import snapshot_tables
+from mysql_cdc.contracts import ChangeBatch, Checkpoint
+from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec
+from mysql_cdc.packaging import MAINTAIN_JOB, MERGE_JOB
+from mysql_cdc.job_secrets import JobSecrets
+from mysql_cdc.pipeline_options import SnapshotOptions
+from mysql_cdc.kinds.delta.state import DeltaStateStore
+from mysql_cdc.kinds.delta.state.location import LakeLocation
+from mysql_cdc.kinds.delta.submit import submit_needs
+from mysql_cdc.storage import StorageSpec
+
+
+@dataclass
+class LakePipeline(Pipeline):
+    lake: StorageSpec | None = None
+    changelog: tuple[str, ...] = ()  # db.table globs of the tables with a changelog table
+
+    @classmethod
+    def of(cls, pipeline: Pipeline, lake: StorageSpec, changelog: tuple[str, ...] = ()) -> "LakePipeline":
+        return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, lake=lake, changelog=changelog)
+
+    @property
+    def state(self) -> DeltaStateStore:
+        return DeltaStateStore(LakeLocation(self.lake))
+
+    @property
+    def secrets(self) -> JobSecrets:
+        return JobSecrets(delta_follower_spec(self.lake, self.changelog), self.storage)
+
+    def start(self) -> "LakePipeline":
+        from merge_helpers import leader_position
+
+        self.position = leader_position(self.leader_settings)
+        self.state.initialize(Checkpoint(self.name, self.position))
+        return self
+
+    def snapshot(self, only=None, options: SnapshotOptions = SnapshotOptions()) -> ChangeBatch:
+        batch = snapshot_tables(self.leader_settings, self.storage, self.name, TableFilter((f"{self.database}.*",)),
+                                only, options=options)
+        checkpoint = self.state.start_snapshot(batch)
+        self.position = max(self.position, checkpoint.position) if self.position else checkpoint.position
+        self.batches.append(batch)
+        return batch
+
+    def table_positions(self):
+        return self.state.table_positions(self.name)
+
+    def checkpoint(self) -> Checkpoint | None:
+        return self.state.checkpoint(self.name)
+
+    def cut(self):
+        from mysql_cdc.kinds.delta.state.cut import read_cut
+
+        return read_cut(self.lake.uri, self.name, s3_options=dict(self.lake.options))
+
+
+def lake_submit(pipeline: LakePipeline, batch: ChangeBatch, work_dir: Path, extra_env: dict | None = None,
+                timeout: float = 400, conf: dict | None = None) -> subprocess.CompletedProcess:
+    """The merge job for a lake follower as the merge task submits it: the zip, the Delta jars and
+    properties (``SubmitNeeds``) and ``conf`` (a pipeline's spark_conf), the secrets in a 0600 file."""
+    return _lake_job(pipeline, [str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)], work_dir,
+                     extra_env=extra_env, timeout=timeout, conf=conf)
+
+
+def lake_maintain(pipeline: LakePipeline, work_dir: Path, retain_hours: float) -> subprocess.CompletedProcess:
+    """The lake maintenance job as its DAG's task submits it."""
+    return _lake_job(pipeline, [str(MAINTAIN_JOB), "--pipeline", pipeline.name, "--retain-hours", str(retain_hours)],
+                     work_dir)
+
+
+def _lake_job(pipeline: LakePipeline, application: list[str], work_dir: Path, extra_env: dict | None = None,
+              timeout: float = 400, conf: dict | None = None) -> subprocess.CompletedProcess:
+    needs = submit_needs()
+    return submit_job(pipeline.secrets, application, work_dir, extra_env=extra_env, timeout=timeout, jars=needs.jars,
+                      conf=[*needs.conf, *(conf or {}).items()], secret=pipeline.lake.options.get("aws_secret_access_key"))
+
+
+# -- comparing the leader with the lake ---------------------------------------------------------
+
+
+def leader_columns(leader, database: str, table: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in _fetch(
+        leader, "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "
+        f"'{database}' AND TABLE_NAME = '{table}' ORDER BY ORDINAL_POSITION")]
+
+
+def _float32(value):
+    return struct.unpack("f", struct.pack("f", value))[0] if isinstance(value, float) else value
+
+
+def _plain(value, mysql_type: str):
+    """A value as both sides can hold it exactly: TIME as microseconds (the lake's BIGINT), an
+    instant as UTC wall clock, DECIMAL beyond 38 digits from its exact text, FLOAT at its
+    single precision."""
+    if isinstance(value, dt.timedelta):
+        return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if mysql_type == "decimal" and isinstance(value, str):
+        return Decimal(value)
+    if mysql_type == "float":
+        return _float32(value)
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def leader_rows(leader, database: str, table: str) -> Counter:
+    columns = leader_columns(leader, database, table)
+    rows = _fetch(leader, f"SELECT {', '.join(f'`{c}`' for c, _ in columns)} FROM `{database}`.`{table}`")
+    return Counter(tuple(_plain(v, t) for v, (_, t) in zip(row, columns)) for row in rows)
+
+
+def lake_rows(pipeline: LakePipeline, leader, database: str, table: str) -> Counter:
+    """The lake table's rows at the consistent cut, read with delta-rs's own query engine."""
+    from deltalake import QueryBuilder
+
+    columns = leader_columns(leader, database, table)
+    delta = pipeline.cut().tables[f"{database}.{table}"]
+    selected = ", ".join('"' + c + '"' for c, _ in columns)
+    arrow = pa.table(QueryBuilder().register("t", delta).execute(f"SELECT {selected} FROM t").read_all())
+    return Counter(tuple(_plain(v, t) for v, (_, t) in zip(row.values(), columns)) for row in arrow.to_pylist())
+
+
+def assert_lake_equals_leader(pipeline: LakePipeline, database: str | None = None) -> None:
+    """Every leader table of the database is in the cut with the same rows (as multisets), and the
+    cut has no other table of it."""
+    database = database or pipeline.database
+    leader = pipeline.leader
+    cut = pipeline.cut()
+    in_cut = sorted(n.split(".", 1)[1] for n in cut.versions if n.split(".", 1)[0] == database)
+    assert in_cut == table_names(leader, database), f"tables differ: lake {in_cut}"
+    for table in in_cut:
+        expected, actual = leader_rows(leader, database, table), lake_rows(pipeline, leader, database, table)
+        missing, extra = expected - actual, actual - expected
+        assert not missing and not extra, f"{table}: missing in the lake {dict(missing)}, extra {dict(extra)}"
+
+
+def changelog(pipeline: LakePipeline, table: str) -> list[dict]:
+    """The changelog table of ``pipeline.database.table``, read with delta-rs, in change order."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    location = LakeLocation(pipeline.lake)
+    delta = DeltaTable(location.changelog_uri(pipeline.name, pipeline.database, table),
+                       storage_options=location.storage_options())
+    return pa.table(QueryBuilder().register("t", delta).execute(
+        "SELECT * FROM t ORDER BY _change_seq").read_all()).to_pylist()
