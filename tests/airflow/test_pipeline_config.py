@@ -192,7 +192,7 @@ LAKE = {**{k: v for k, v in MINIMAL.items() if k != "follower_conn_id"},
 
 def test_a_delta_lake_follower_instead_of_a_connection(tmp_path):
     (config,) = load_pipelines(write(tmp_path, {**LAKE, "maintenance": {"schedule": "@hourly", "retain_hours": 24}}))
-    assert config.follower_conn_id is None and (config.follower.kind, config.follower.location) == (
+    assert config.follower_conn_id is None and (config.follower.kind, config.follower_config["location"]) == (
         "delta", "s3://lake/mysql")
     assert config.follower_config == {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "aws_default",
                                       "changelog": []}
@@ -211,10 +211,32 @@ def test_changelog_tables_are_named_by_globs(tmp_path, changelog, tables):
     ({"follower": {"kind": "delta", "location": "s3://x", "changelog": "yes"}},
      "field 'follower': changelog: must be true, false or a list of db.table globs"),
     ({"follower_conn_id": "f"}, "give the follower once: 'follower_conn_id' (a MySQL/MariaDB connection) or 'follower'"),
-    ({"follower": {"kind": "iceberg", "location": "s3://x"}}, "field 'follower': kind must be one of ['delta']"),
+    ({"follower": {"kind": "iceberg", "location": "s3://x"}}, "field 'follower': kind must be one of ['delta', 'mysql']"),
     ({"follower": {"kind": "delta", "location": "s3://x", "catalog": "glue"}}, "unknown key(s) ['catalog']"),
     ({"follower": {"kind": "delta", "location": "gs://x"}}, "field 'follower': location:"),
     ({"maintenance": {"retain_hours": 0.5}}, "retain_hours: must be a number of hours >= 1"),
 ])
 def test_a_bad_lake_follower_is_named(tmp_path, change, words):
     assert words in error_of(tmp_path, {**LAKE, **change})
+
+
+def test_a_mysql_follower_is_one_reference_too(tmp_path):
+    """``follower: {kind: mysql, conn_id: ...}`` names the same follower as ``follower_conn_id``, and
+    its hook is the MySQL kind's, found by the kind's name."""
+    from mysql_cdc.hooks.follower import follower_hook
+
+    described = {**LAKE, "follower": {"kind": "mysql", "conn_id": "shop_follower"}}
+    (config,) = load_pipelines(write(tmp_path, described))
+    assert config.follower_config == {"kind": "mysql", "conn_id": "shop_follower"}
+    assert config.describe_follower() == "shop_follower" and not config.kind.maintained
+    hook = follower_hook(config.follower_conn_id, config.follower_config)
+    short = follower_hook("shop_follower", None)
+    assert (type(hook), hook.mysql_conn_id) == (type(short), short.mysql_conn_id) == (type(short), "shop_follower")
+
+
+@pytest.mark.parametrize(("follower", "words"), [
+    ({"kind": "mysql"}, "field 'follower': conn_id: must be the follower's Airflow connection id, got None"),
+    ({"kind": "mysql", "conn_id": "f", "location": "s3://x"}, "unknown key(s) ['location']; known keys are ['conn_id', 'kind']"),
+])
+def test_a_bad_mysql_follower_reference_is_named(tmp_path, follower, words):
+    assert words in error_of(tmp_path, {**LAKE, "follower": follower})
