@@ -1,4 +1,4 @@
-"""Every MySQL type the README's Types table names survives leader -> Parquet exactly, compared with the leader's
+"""Every MySQL type the Types table of docs/types.md names survives leader -> Parquet exactly, compared with the leader's
 own values read back over a real connection."""
 
 import datetime as dt
@@ -111,7 +111,7 @@ def test_every_type_round_trips_exactly(leader, capture, unique_name):
     assert [r["_op"] for r in rows] == ["I", "I", "I"]
     for row in rows:
         _assert_image(after_insert[row["id"]], row, table.columns)
-    # spot checks on the values the README's Types table names, independent of the leader comparison
+    # spot checks on the values the Types table of docs/types.md names, independent of the leader comparison
     first = rows[0]
     assert first["biu"] == Decimal(2**64 - 1)
     assert first["tm6"] == dt.timedelta(hours=838, minutes=59, seconds=59)

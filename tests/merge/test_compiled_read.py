@@ -17,7 +17,6 @@ from mysql_cdc.contracts import ColumnSpec, TableChanges
 from mysql_cdc.contracts import change_row as cr
 from mysql_cdc.storage import StorageSpec
 
-pytestmark = pytest.mark.skipif(not compiled_read.available(), reason="mysql_cdc_native is built by `make setup`")
 
 # every Arrow type a manifest can name (``reader.arrow_type``), NULL-able, and a key
 COLUMNS = (
@@ -81,11 +80,7 @@ def both_readings(tmp_path, files: list[bytes], metadata=frozenset()) -> tuple[l
         tables.append((reader.change_schema(table_changes(f"t{i}", ()), metadata),
                        table_changes(f"t{i}", (f"seg-00000/db.t{i}/part-00000.parquet",))))
     compiled = reader.read_tables(store, "batch", tables)
-    native, compiled_read._native = compiled_read._native, None  # the reference: pyarrow's reading
-    try:
-        reference = reader.read_tables(store, "batch", tables)
-    finally:
-        compiled_read._native = native
+    reference = reader.read_tables(store, "batch", tables, compiled=False)  # the reference: pyarrow's reading
     return compiled, reference
 
 

@@ -1,4 +1,4 @@
-"""Every MySQL type the README's Types table names reaches the follower exactly: inserts (spark-submit), then
+"""Every MySQL type the Types table of docs/types.md names reaches the follower exactly: inserts (spark-submit), then
 updates of every column and deletes (in-process), in a keyed table and in a keyless one (whose
 deletes match rows by every column's value)."""
 

@@ -21,25 +21,17 @@ import pyarrow.compute as pc
 import pymysql
 
 from ..contracts import change_row as cr
+from ..native_core import require
 from .stream.compressed import CHECKSUM_SIZE, HEADER_SIZE, raw_event
 from .events import CaptureError, SnapshotError, partial_image_error, unrepresentable_value_error, zero_date_error
 
 DECODERS = ("native", "python")
 
-try:
-    import mysql_cdc_native as _native
-except ImportError as exc:  # the extension is built by `make setup` (pip install ./native)
-    _native = None
-    _IMPORT_ERROR = str(exc)
-
-
-def require_native() -> None:
-    if _native is None:
-        raise CaptureError(
-            f"the compiled row decoder (mysql_cdc_native) is not installed ({_IMPORT_ERROR}): run `make setup`, "
-            "or `pip install ./native` with Rust's cargo on PATH; or set `extract: {decoder: python}` in the "
-            "pipelines file to use the pure-Python decoder"
-        )
+def require_native():
+    """The compiled core, for a table the pipeline's ``decoder: native`` (the default) gives it."""
+    return require("the compiled row decoder (the pipeline's `decoder: native`, the default)",
+                   "set `extract: {decoder: python}` (and `snapshot: {decoder: python}`) in the pipelines file "
+                   "to use the pure-Python decoder")
 
 
 _DATE_CODES = {14: 10}  # MYSQL_TYPE_NEWDATE -> MYSQL_TYPE_DATE
@@ -58,8 +50,8 @@ class NativeTable:
     def __init__(self, event, checksum: bool, qualified: str):
         require_native()
         try:
-            self.table_map = _native.TableMap(event_body(event, checksum))
-        except _native.DecodeError as exc:
+            self.table_map = require_native().TableMap(event_body(event, checksum))
+        except require_native().DecodeError as exc:
             raise CaptureError(f"{qualified}: the compiled decoder cannot read its table map: {exc.args[-1]}") from None
         # (the two spell DATE differently: the old code 10 and NEWDATE 14 are one layout)
         library_types = [_DATE_CODES.get(c.type, c.type) for c in event.columns]
@@ -78,13 +70,13 @@ class NativeRows:
     def __init__(self, spec):
         require_native()
         self.spec = spec
-        self._decoder = _native.RowsDecoder([(name, *t.native) for name, t in zip(spec.names, spec.types)])
+        self._decoder = require_native().RowsDecoder([(name, *t.native) for name, t in zip(spec.names, spec.types)])
 
     def push(self, table: NativeTable, event, checksum: bool, where: str) -> int:
         """Decode one rows event; returns its row count."""
         try:
             return self._decoder.push(table.table_map, event.packet.event_type, event_body(event, checksum))
-        except _native.DecodeError as exc:
+        except require_native().DecodeError as exc:
             raise self._error(*exc.args, where) from None
 
     def _error(self, reason: str, column: int, message: str, where: str) -> CaptureError:
@@ -161,7 +153,7 @@ class ResultRows:
         if not result.unbuffered_active or len(result.fields) != len(self.schema):
             raise SnapshotError(f"{self.qualified}: the copy's SELECT returned {result.field_count} columns where "
                                f"{len(self.schema)} were asked for")
-        decoder = _native.ResultRowsDecoder([result_plan(f.name, f.type) for f in self.schema], conn._next_seq_id,
+        decoder = require_native().ResultRowsDecoder([result_plan(f.name, f.type) for f in self.schema], conn._next_seq_id,
                                             self.chunk_rows, self.chunk_bytes)
         result.unbuffered_active, conn._result = False, None  # the rows are the decoder's to read now
         try:
@@ -176,7 +168,7 @@ class ResultRows:
                     if not data:
                         raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
                     decoder.feed(data)
-        except _native.DecodeError as exc:
+        except require_native().DecodeError as exc:
             conn._force_close()  # the rest of the rows were not read: the connection cannot be reused
             raise self._error(*exc.args) from None
         except OSError as exc:  # as PyMySQL reports a failed read

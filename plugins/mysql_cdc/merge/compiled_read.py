@@ -9,42 +9,21 @@ one record batch through the Arrow PyCapsule interface (no copy).
 
 It reads only. What the file must hold (the manifest's columns and types) is checked by the
 caller for both readers alike, and pyarrow's reading (``reader._row_groups``) stays the reference
-the tests compare this one against. Without the extension (``make setup`` builds it) the driver
-reads with pyarrow, and says so once in the job's log: the rows are the same either way.
+the tests compare this one against (``reader.read_tables(..., compiled=False)``). The extension is
+part of the install (``make setup`` builds it; ``native_core`` says how when it is missing).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Callable, Sequence
 
 import pyarrow as pa
 
-_IMPORT_ERROR = "not imported"
-try:
-    import mysql_cdc_native as _native
-except ImportError as exc:  # built by `make setup` (pip install ./native)
-    _native = None
-    _IMPORT_ERROR = str(exc)
-
-log = logging.getLogger(__name__)
+from ..native_core import require
 
 # Threads the compiled reader reads a group's files on: the driver's two cores (the follower's
 # server, on its own host in production, takes the rest of a busy machine)
 THREADS = 2
-
-
-_absence_logged = False
-
-
-def available() -> bool:
-    """Whether the compiled reader is installed; the first ``False`` is logged with the reason."""
-    global _absence_logged
-    if _native is None and not _absence_logged:
-        _absence_logged = True
-        log.info("small tables' Parquet files are read by pyarrow, not the compiled reader: %s "
-                 "(`make setup` or `pip install ./native` builds it)", _IMPORT_ERROR)
-    return _native is not None
 
 
 def read_files(files: Sequence[pa.Buffer], columns: Sequence[list[str]], where: Callable[[int], str]) -> list[pa.Table]:
@@ -54,9 +33,10 @@ def read_files(files: Sequence[pa.Buffer], columns: Sequence[list[str]], where: 
     only then: a thousand files' names would cost more than the error path ever does)."""
     # a pa.Buffer offers its bytes as signed chars: the same bytes, viewed as the unsigned ones Rust takes
     views = [memoryview(f).cast("B") for f in files]
+    core = require("the merge driver's Parquet reader")
     try:
-        batches = _native.read_files(views, list(columns), THREADS)
-    except _native.ParquetError as exc:
+        batches = core.read_files(views, list(columns), THREADS)
+    except core.ParquetError as exc:
         index, message = exc.args
         raise ValueError(f"{where(index)}: not a Parquet file the merge can read ({message})") from None
     return [pa.Table.from_batches([pa.record_batch(b)]) for b in batches]
