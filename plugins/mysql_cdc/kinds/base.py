@@ -55,6 +55,10 @@ class FollowerKind(ABC):
     def describe(self, reference: Mapping[str, Any]) -> str:
         """The follower in a line for people (``delta at s3://lake``)."""
 
+    def table_uri(self, reference: Mapping[str, Any], table: str) -> str:
+        """Where a reader finds the follower's table ``db.t`` (a lake's path; a server's name)."""
+        return table
+
     @abstractmethod
     def hook(self, reference: Mapping[str, Any]) -> Any:
         """The kind's Airflow hook for ``reference`` (``hooks.follower.FollowerHookBase``)."""

@@ -125,16 +125,16 @@ def _verification(name: str, result: VerificationResult | None) -> str:
 
 
 def _lake_tables(view: PipelineView) -> str:
-    """A lake's tables at the consistent cut: each with the Delta version readers time-travel to."""
+    """A lake's tables at the consistent cut: each with the version readers time-travel to."""
     versions = view.figures.table_versions
     if versions is None:
         return ""
-    location = escape(view.config.follower.location if view.config.follower else "")
+    reference = view.config.follower_config or {}
     rows = "".join(f'<tr class="lake-table"><td>{escape(name)}</td><td class="num">{version}</td>'
-                   f"<td><code>{location}/{escape(name.replace('.', '/', 1))}</code> VERSION AS OF {version}</td></tr>"
+                   f"<td><code>{escape(view.config.kind.table_uri(reference, name))}</code> VERSION AS OF {version}</td></tr>"
                    for name, version in versions.items())
     return ("<h3>Lake tables at the consistent cut</h3>"
-            + (f'<table class="lake-tables"><tr><th>table</th><th>Delta version</th><th>read it as of the cut</th></tr>'
+            + (f'<table class="lake-tables"><tr><th>table</th><th>version</th><th>read it as of the cut</th></tr>'
                f"{rows}</table>" if rows else "<p>No table in the lake yet.</p>"))
 
 

@@ -87,7 +87,7 @@ def test_a_broken_pipelines_file_is_answered_with_its_own_message(monkeypatch, t
 
 
 def test_a_lake_pipeline_shows_its_tables_at_the_consistent_cut(tmp_path):
-    lake = PipelineConfig("lake", "mysql_leader", "file:///b", follower=FollowerConfig("delta", "s3://lake/mysql"))
+    lake = PipelineConfig("lake", "mysql_leader", "file:///b", follower=FollowerConfig("delta", {"location": "s3://lake/mysql"}))
     figures = PipelineFigures(
         name="lake", checkpoint=None, leader_position=BinlogPosition.parse("binlog.000001:900"), bytes_behind=None,
         seconds_behind=None, last_applied_time=None, history=(), verification=None,

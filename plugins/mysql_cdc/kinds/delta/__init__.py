@@ -44,6 +44,9 @@ class DeltaKind(FollowerKind):
     def describe(self, reference: Mapping[str, Any]) -> str:
         return f"{self.name} at {reference['location']}"
 
+    def table_uri(self, reference: Mapping[str, Any], table: str) -> str:
+        return f"{reference['location'].rstrip('/')}/{table.replace('.', '/', 1)}"
+
     def hook(self, reference: Mapping[str, Any]):
         from .hook import DeltaFollowerHook
 
