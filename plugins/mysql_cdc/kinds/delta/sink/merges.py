@@ -116,7 +116,13 @@ def merge_keyless(spark: SparkSession, target: DeltaTableRef, table: TableChange
     copies = (final.where(F.col("copies") > 0)
               .withColumn("copy", F.explode(F.sequence(F.lit(1).cast("long"), F.col("copies"))))
               .select(*columns, F.lit("ins").alias(_SIDE)))
-    groups = change.select(*columns, F.lit("del").alias(_SIDE))
+    # A value is removed ("del") only where the table holds it: a "del" row that matches no target row
+    # would, in the MERGE's outer join, sit beside a target side of NULLs, and when every column of
+    # the value is NULL the ON condition's null-safe equalities hold for it there. Delta's merge-on-
+    # read (deletion vectors) then counts it as matched and finds no clause for it: "Unexpected row:
+    # did not match any merge clause" (tests/fixtures/delta-retry-after-kill). Values the table does
+    # not hold have nothing to remove; their copies are inserted all the same.
+    groups = existing.select(*columns, F.lit("del").alias(_SIDE))
     source = _view(groups.unionByName(copies))
     on = " AND ".join(f"t.{c} <=> s.{c}" for c in columns)
     spark.sql(
