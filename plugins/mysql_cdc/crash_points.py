@@ -13,8 +13,9 @@ files: the executor dies, Spark's task fails and the job with it). A Delta Lake 
 segment committed, the next not), ``before_checkpoint`` (every table committed, the checkpoint
 not). Snapshot copy points: ``copy_planned`` (the
 plan written, no chunk copied), ``copy_after_chunk`` (one chunk's record written),
-``copy_before_manifest`` (every chunk and catch-up written, the manifest not). Leave the variable
-unset in production.
+``copy_before_manifest`` (every chunk and catch-up written, the manifest not). ``<point>@<n>``
+crashes the n-th time the process reaches the point (``between_tables@3``: after a segment's third
+table), so a test can stop at every step of a loop. Leave the variable unset in production.
 """
 
 from __future__ import annotations
@@ -28,9 +29,17 @@ CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "before_swap", "a
                 "copy_after_chunk", "copy_before_manifest")
 
 
+_reached: dict[str, int] = {}  # point -> times this process reached it
+
+
 def crash_point(name: str) -> None:
     assert name in CRASH_POINTS, name
-    if os.environ.get(CRASH_ENV) == name:
-        sys.stderr.write(f"{CRASH_ENV}={name}: crashing on purpose (test hook)\n")
+    wanted = os.environ.get(CRASH_ENV)
+    if wanted is None or wanted.partition("@")[0] != name:
+        return
+    _reached[name] = _reached.get(name, 0) + 1
+    point, _, nth = wanted.partition("@")
+    if _reached[name] == int(nth or 1):
+        sys.stderr.write(f"{CRASH_ENV}={wanted}: crashing on purpose (test hook)\n")
         sys.stderr.flush()
         os._exit(137)

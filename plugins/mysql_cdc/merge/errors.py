@@ -14,6 +14,20 @@ class CheckpointError(MergeError):
     ``contracts.ReplayError``, decided by ``contracts.replay`` for both sides."""
 
 
+class TableCommitError(MergeError):
+    """One table's commit of a segment failed. Says which table, and the recovery: a retry skips
+    the segment's tables already committed; a table that fails again is copied anew. Whether a
+    retry can help is the cause's to say (``retry_policy.is_permanent`` reads ``__cause__``)."""
+
+    @classmethod
+    def of(cls, table: str, rows: int, cause: BaseException) -> "TableCommitError":
+        lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+        return cls(
+            f"{table}: committing its {rows} net rows failed: {lines[0] if lines else type(cause).__name__}. "
+            "A retry of the run applies what is missing (the segment's tables already committed are skipped); "
+            f"if {table} fails again, copy it anew: a manual run with conf {{\"resnapshot\": [\"{table}\"]}}")
+
+
 class FollowerSchemaError(MergeError, PermanentError):
     """A follower table is missing or its columns differ from the batch's. ``problem``: what is
     wrong, without the advice of the message (a snapshot, which fixes it itself, says that)."""

@@ -24,27 +24,7 @@ from mysql_cdc.kinds.delta.verify import checksum_sides
 from mysql_cdc.pipeline_options import VerifyOptions
 from mysql_cdc.kinds.delta.state.location import LakeLocation
 from mysql_cdc.merge.job import run_merge
-from mysql_cdc.storage import StorageSpec
 from test_merge_types import COLUMNS, FILL_NULLS, NULLS, ROW_1, ROW_2, UPDATE_ALL
-
-
-@pytest.fixture
-def lake_pipeline(make_pipeline, tmp_path, request):
-    """make(flavor="mariadb", s3=False) -> a started LakePipeline on a file:// lake, or an s3:// one
-    on the session's moto endpoint."""
-
-    def make(flavor: str = "mariadb", s3: bool = False, changelog: tuple[str, ...] = ()) -> LakePipeline:
-        base = make_pipeline(flavor=flavor, start=False)
-        if s3:
-            bucket = request.getfixturevalue("s3_bucket")
-            options = {k: bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id",
-                                              "aws_secret_access_key")}
-            lake = StorageSpec(f"s3://{bucket['bucket']}/lake", options)
-        else:
-            lake = StorageSpec(f"file://{tmp_path}/lake")
-        return LakePipeline.of(base, lake, changelog).start()
-
-    return make
 
 
 def seed_workload(db: str) -> list[str]:

@@ -38,6 +38,7 @@ from ....contracts import (
 )
 from ....contracts import change_row as cr
 from ....crash_points import crash_point
+from ....merge.errors import TableCommitError
 from ....merge.spark_read import spark_schema
 from ..state import same_place
 from ..state.location import LakeLocation, position_version
@@ -262,17 +263,24 @@ class DeltaSink(Sink):
                 if i:
                     crash_point("between_tables")
                 started = time.monotonic()
-                if s.log is not None:
-                    changelog.append(*s.log)
-                if s.appended is not None:
-                    merges.append_arrow(self.delta_rs(s.table.database, s.table.table), s.appended, txn)
-                else:
-                    merges.merge_rows(spark, s.target, s.table, s.rows)
+                try:
+                    self._commit_table(spark, s, txn)
+                except Exception as exc:  # noqa: BLE001 - said again naming the table and the recovery
+                    raise TableCommitError.of(s.table.qualified_name, s.written, exc) from exc
                 versions[s.target.name] = self.version(s.table.database, s.table.table)
                 applied[s.table.qualified_name] = (s.written, time.monotonic() - started)
         crash_point("before_checkpoint")
         self.state.write_state(replace(row, checkpoint=done, versions=versions))
         return applied
+
+    def _commit_table(self, spark: SparkSession, s: StagedRows, txn: tuple[str, int]) -> None:
+        """One table's commit under the segment's transaction id (Delta skips one it has)."""
+        if s.log is not None:
+            changelog.append(*s.log)
+        if s.appended is not None:
+            merges.append_arrow(self.delta_rs(s.table.database, s.table.table), s.appended, txn)
+        else:
+            merges.merge_rows(spark, s.target, s.table, s.rows)
 
     def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
         self._emptiness.clear()

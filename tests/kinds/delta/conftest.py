@@ -1,0 +1,27 @@
+"""The Delta Lake kind's pipelines: a started pipeline whose follower is a lake (``lake_helpers``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lake_helpers import LakePipeline
+from mysql_cdc.storage import StorageSpec
+
+
+@pytest.fixture
+def lake_pipeline(make_pipeline, tmp_path, request):
+    """make(flavor="mariadb", s3=False) -> a started LakePipeline on a file:// lake, or an s3:// one
+    on the session's moto endpoint."""
+
+    def make(flavor: str = "mariadb", s3: bool = False, changelog: tuple[str, ...] = ()) -> LakePipeline:
+        base = make_pipeline(flavor=flavor, start=False)
+        if s3:
+            bucket = request.getfixturevalue("s3_bucket")
+            options = {k: bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id",
+                                              "aws_secret_access_key")}
+            lake = StorageSpec(f"s3://{bucket['bucket']}/lake", options)
+        else:
+            lake = StorageSpec(f"file://{tmp_path}/lake")
+        return LakePipeline.of(base, lake, changelog).start()
+
+    return make
