@@ -165,7 +165,7 @@ def test_driver_groups_hold_a_bounded_number_of_tables_and_rows():
 
 
 def _net(rows: list[tuple], names: list[str], types: list[pa.DataType]) -> pa.Table:
-    """Net rows (``apply.netting``'s form) of the columns ``names``: (values..., op)."""
+    """Net rows (``merge.netting``'s form) of the columns ``names``: (values..., op)."""
     arrays = [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)]
     ops = pa.array([r[-1] for r in rows], pa.string())
     return pa.Table.from_arrays([*arrays, ops, pa.array([1] * len(rows), pa.int64())], names=[*names, cr.NET_OP, cr.NET_COUNT])

@@ -1,4 +1,4 @@
-"""The driver's netting of small tables (``apply.netting``, Arrow) against the Spark transforms,
+"""The driver's netting of small tables (``merge.netting``, Arrow) against the Spark transforms,
 which define the semantics: the same change rows through both give the same net rows. Change
 rows come from a seeded simulation of a leader table (key changes, deletes after inserts, rows
 deleted that existed before the batch, NULLs, duplicate keyless rows), and a few cases are

@@ -1,4 +1,4 @@
-"""Read units of a batch's Parquet files (``apply.reader``): a file split into several units is read
+"""Read units of a batch's Parquet files (``merge.reader``): a file split into several units is read
 by each unit's row groups only, every row once, from either store (a real moto S3 server on
 loopback for ``s3://``); a small table's file inside a pack is read from its bytes alone, and the
 tables of a pack read together cost one request."""

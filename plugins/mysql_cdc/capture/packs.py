@@ -8,7 +8,7 @@ in packs 2.9 s and 5.9 s). So a table whose whole segment is one
 small Parquet file hands that file to the segment's ``TablePacks``: its bytes are appended, whole
 and unchanged (still a Parquet file, footer included), to a pack, and the manifest records the
 pack and the file's byte range in it (``TableChanges.spans``). The merge fetches a group of such
-tables with one ranged GET (``apply.reader.fetch_packed``).
+tables with one ranged GET (``merge.reader.fetch_packed``).
 """
 
 from __future__ import annotations

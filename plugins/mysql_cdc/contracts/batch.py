@@ -268,7 +268,7 @@ class SnapshotSegment:
     read view at its own position (so the copy runs in parallel and resumes chunk by chunk).
     ``catch_up`` holds the table's change rows between the earliest chunk's position and ``at``
     (the latest): the merge folds into each chunk's rows the ones after that chunk's own position
-    (``spark.transforms.after_copies``, ``fold_catch_up``), which brings every chunk to ``at``
+    (``merge.transforms.after_copies``, ``fold_catch_up``), which brings every chunk to ``at``
     before anything is loaded.
     """
 

@@ -26,7 +26,7 @@ BEFORE = "_before"  # struct of the before-image, set for updates only
 INSERT, UPDATE, DELETE = "I", "U", "D"
 ORDER_COLUMNS = (BINLOG_SEQ, BINLOG_POS, ROW_INDEX)
 
-# A *net row* (``spark.transforms.net_changes``, what every sink applies): the table's columns,
+# A *net row* (``merge.transforms.net_changes``, what every sink applies): the table's columns,
 # then NET_OP (INSERT, UPDATE or DELETE, as above) and NET_COUNT (copies of the row it stands for:
 # a keyless table's duplicates). The merge job's working columns all start with RESERVED_PREFIX,
 # which no table column may.

@@ -6,7 +6,7 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
 - ``rows``: for each table, executors read its Parquet files (``read.read_changes``), keep the
   rows after the checkpoint and net them (``transforms``); the sink prepares them (tables of a
   segment concurrently), then applies all tables of the segment and moves the checkpoint in one
-  commit. A table of up to ``driver_rows`` change rows (``apply.netting.DRIVER_NET_ROWS``: 1M)
+  commit. A table of up to ``driver_rows`` change rows (``merge.netting.DRIVER_NET_ROWS``: 1M)
   is read, netted and prepared right here on the driver when its sink can take it
   (``Sink.takes_driver_rows``): no Spark job reads and nets it; their stages cost more than
   such a table's rows. Such tables go to the sink in groups (``driver_groups``,
@@ -68,7 +68,7 @@ class _Context:
     driver_rows: int  # tables with at most this many change rows are netted on the driver
 
     def on_driver(self, table) -> bool:
-        """Whether a table's rows are netted on the driver (``apply.netting``), not by Spark."""
+        """Whether a table's rows are netted on the driver (``merge.netting``), not by Spark."""
         return table.row_count <= self.driver_rows and self.sink.takes_driver_rows(table)
 
     @property
@@ -113,7 +113,7 @@ def _stage_through_spark(st: _SegmentStaging, indexes: list[int]) -> list:
 
 def _stage_driver_tables(st: _SegmentStaging, indexes: list[int],
                          packed: Callable[[], PackedBytes] | None = None) -> list:
-    """Tables read and netted here on the driver (``apply.netting``), then prepared by the sink in
+    """Tables read and netted here on the driver (``merge.netting``), then prepared by the sink in
     one pass. ``packed``: the group's bytes in packs, fetched ahead."""
     started = time.monotonic()
     ctx, tables = st.ctx, [st.segment.tables[i] for i in indexes]

@@ -8,7 +8,7 @@ and a 1M-row batch on a small machine paid for distribution it could not use. He
 read with pyarrow, netted with Arrow compute and numpy (vectorized: ranks, sorts, takes, comparisons;
 no Python per row) and prepared by the sink in the same process.
 
-These functions have exactly the semantics of ``spark.transforms`` (``after_checkpoint``,
+These functions have exactly the semantics of ``transforms`` (``after_checkpoint``,
 ``net_keyed_changes``, ``net_keyless_changes`` + ``expand_copies``), which stay the definition:
 ``tests/merge/test_netting.py`` runs both on the same change rows and requires equal results.
 NULLs compare equal (Spark's ``<=>`` and its grouping), ``-0.0`` equal to ``0.0``; NaN cannot occur

@@ -42,7 +42,7 @@ class TableCopy:
 
 @dataclass(frozen=True)
 class NetTable:
-    """One table of a row segment netted on the driver (``apply.netting``), as ``stage_net_tables``
+    """One table of a row segment netted on the driver (``merge.netting``), as ``stage_net_tables``
     takes it."""
 
     index: int  # in the segment's tables
@@ -96,7 +96,7 @@ class Sink(ABC):
     @abstractmethod
     def check_table(self, changes: TableChanges) -> Any:
         """The target of a table's changes, checked against the batch's columns (an
-        ``apply.errors.FollowerSchemaError`` naming the repair when it cannot take them). What is
+        ``merge.errors.FollowerSchemaError`` naming the repair when it cannot take them). What is
         returned is the sink's own and goes back to it in ``stage_rows``."""
 
     def check_tables(self, tables: list[TableChanges]) -> list[Any]:
@@ -106,19 +106,19 @@ class Sink(ABC):
     def change_metadata(self, table: TableChanges) -> frozenset[str]:
         """Change-row metadata columns (``contracts.change_row``) this sink wants in the table's
         change rows beyond the merge's own (a changelog keeps them all); none by default. Naming
-        ``_before`` asks for the whole before-image (``apply.reader.change_schema``)."""
+        ``_before`` asks for the whole before-image (``merge.reader.change_schema``)."""
         return frozenset()
 
     @abstractmethod
     def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: Any, changes: "DataFrame",
                    net: "DataFrame", report: "TableReport") -> Any:
-        """Prepare one table's net rows (``net``: ``spark.transforms.net_changes`` of ``changes``,
+        """Prepare one table's net rows (``net``: ``merge.transforms.net_changes`` of ``changes``,
         its change rows after the follower's position) for the segment's commit, filling the
         report's inserted, updated and deleted counts; called for several tables at once, from
         threads. Returns what ``commit_rows`` takes for the table."""
 
     def takes_driver_rows(self, table: TableChanges) -> bool:
-        """Whether ``stage_net_tables`` takes this table's rows netted on the driver (``apply.netting``:
+        """Whether ``stage_net_tables`` takes this table's rows netted on the driver (``merge.netting``:
         the merge job then runs no read-and-net Spark job for it). The job asks only for tables
         within its own limit (``netting.DRIVER_NET_ROWS``); a sink says where its own handover
         stops paying. None by default."""

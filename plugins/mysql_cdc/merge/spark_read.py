@@ -1,5 +1,5 @@
 """A batch's Parquet files as Spark DataFrames, read by the executors through ``mysql_cdc.storage``
-(``apply.reader``), so a batch on S3 or a local path reads the same, with the batch's own
+(``merge.reader``), so a batch on S3 or a local path reads the same, with the batch's own
 credentials and no Hadoop filesystem setup."""
 
 from __future__ import annotations

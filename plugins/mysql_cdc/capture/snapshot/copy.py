@@ -16,7 +16,7 @@ batch. The steps, each of which leaves something in the batch store that a retry
 3. **Catch-up.** The chunks of a table were read at different positions. Its change rows between
    the earliest and the latest are extracted from the binlog (``extract_range``) into the batch;
    the merge applies to each chunk the ones after that chunk's own position, which brings the
-   whole table to the latest (``spark.transforms.after_copies``). This is the watermark method of
+   whole table to the latest (``merge.transforms.after_copies``). This is the watermark method of
    DBLog and Flink CDC, with exact positions where they use a window.
 4. **Manifest**, last: the batch exists.
 

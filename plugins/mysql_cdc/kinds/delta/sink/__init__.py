@@ -4,11 +4,11 @@ How a batch lands (``Sink`` methods):
 
 - rows: each table's net rows become one Delta ``MERGE`` (by primary key; a keyless table by its
   full rows as a multiset, ``merges``), committed with ``txnAppId`` = the pipeline (and leader)
-  and ``txnVersion`` = the segment's end position (``state.delta.location.position_version``):
+  and ``txnVersion`` = the segment's end position (``state.location.position_version``):
   Delta skips a commit it already has, so a retry after a crash at any point re-runs the segment
   and changes only the tables that were not committed yet. When every table of the segment is
   committed, the pipeline's state row moves to the segment's end with every table's Delta
-  version: the consistent cut readers use (``state.delta.cut``).
+  version: the consistent cut readers use (``kinds.delta.state.cut``).
 - DDL (``ddl``): column renames and drops in place (column mapping by name), TRUNCATE as a
   ``DELETE`` under the same transaction ids, a dropped table emptied and left out of the cut, a
   renamed table copied to its new path; new columns and exact type widenings when the table's

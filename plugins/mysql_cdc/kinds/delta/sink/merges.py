@@ -1,4 +1,4 @@
-"""One table's net rows (``spark.transforms.net_changes``, in Delta values) applied to its Delta
+"""One table's net rows (``merge.transforms.net_changes``, in Delta values) applied to its Delta
 table as ONE ``MERGE`` commit: by primary key, or, for a table without one, by full rows as a
 multiset. The session's ``txnAppId``/``txnVersion`` (set by the sink) make the commit idempotent.
 

@@ -10,7 +10,7 @@ Under ``<location>/_mysql_cdc/<pipeline>/`` (``location.STATE_PREFIX``):
 - ``history``, ``failed_tries``, ``verification``: records of runs, appended (an event per
   write, folded when read), as the MySQL store's tables hold them.
 
-The merge job moves the checkpoint after it has committed every table of a segment (``sinks.delta``):
+The merge job moves the checkpoint after it has committed every table of a segment (``kinds.delta.sink``):
 a crash between a table's commit and the checkpoint's is finished by the retry, whose table
 commits Delta skips (``txnAppId``/``txnVersion``), so the checkpoint then records the same versions.
 """

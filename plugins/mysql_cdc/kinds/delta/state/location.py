@@ -52,7 +52,7 @@ class LakeLocation:
         return f"{self.uri}/{STATE_PREFIX}/{pipeline}/{name}"
 
     def changelog_uri(self, pipeline: str, database: str, table: str) -> str:
-        """The changelog table of the leader's ``database.table`` (``sinks.delta.changelog``)."""
+        """The changelog table of the leader's ``database.table`` (``kinds.delta.sink.changelog``)."""
         return f"{self.uri}/{STATE_PREFIX}/{pipeline}/changelog/{database}/{table}"
 
     # -- delta-rs -----------------------------------------------------------------------------------

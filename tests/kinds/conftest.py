@@ -1,4 +1,5 @@
-"""The Delta Lake kind's pipelines: a started pipeline whose follower is a lake (``lake_helpers``)."""
+"""The kinds' pipelines: ``make_pipeline`` (tests/conftest.py) for a MySQL follower, ``lake_pipeline`` for a
+Delta Lake (``lake_helpers``)."""
 
 from __future__ import annotations
 
