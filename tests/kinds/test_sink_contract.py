@@ -1,0 +1,208 @@
+"""What every follower kind's sink must do, run against every kind in ``kinds.KINDS``: a new kind
+proves itself by adding its ``Kind`` below (its pipeline, how it is compared with the leader, how
+its merge job is submitted, its crash points).
+
+Every scenario runs the real merge job on real servers: a leader's workload, captured, merged,
+and the follower compared with the leader by the kind's own comparison (a MySQL follower's
+definitions and rows; a lake's rows at its consistent cut, read with delta-rs, never with the
+product's reader). Each kind's own tests (``tests/kinds/<kind>``) hold what only it has (a MySQL
+follower's flavors, a lake's changelog tables and maintenance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+
+from lake_helpers import assert_lake_equals_leader, lake_submit
+from merge_helpers import assert_same_database, job_output, spark_submit
+from mysql_cdc.kinds import KINDS
+from mysql_cdc.merge.job import run_merge
+
+
+@dataclass(frozen=True)
+class Kind:
+    make: Callable  # request -> a started pipeline of this kind
+    assert_equal: Callable  # pipeline -> None: the follower equals the leader
+    submit: Callable  # (pipeline, batch, work_dir, env) -> the merge job's CompletedProcess
+    row_crash_points: tuple[str, ...]  # the points of a row segment's commit
+    ddl_crash_points: tuple[str, ...]
+    copy_crash_points: tuple[str, ...]
+
+
+KIND_UNDER_TEST = {
+    "mysql": Kind(
+        make=lambda request: request.getfixturevalue("make_pipeline")(),
+        assert_equal=lambda p: assert_same_database(p.leader, p.follower, p.database),
+        submit=lambda p, batch, work_dir, env: spark_submit(p, batch, work_dir, env),
+        row_crash_points=("after_staging", "before_commit"),
+        ddl_crash_points=("after_ddl",),
+        copy_crash_points=("before_swap", "after_swap"),
+    ),
+    "delta": Kind(
+        make=lambda request: request.getfixturevalue("lake_pipeline")(),
+        assert_equal=assert_lake_equals_leader,
+        submit=lambda p, batch, work_dir, env: lake_submit(p, batch, work_dir, env),
+        row_crash_points=("after_staging", "between_tables", "before_checkpoint"),
+        ddl_crash_points=("before_checkpoint",),
+        copy_crash_points=("before_checkpoint",),
+    ),
+}
+
+
+def test_every_kind_is_under_test():
+    assert sorted(KIND_UNDER_TEST) == sorted(KINDS)
+
+
+@pytest.fixture(params=sorted(KINDS))
+def kind(request) -> Kind:
+    return KIND_UNDER_TEST[request.param]
+
+
+@pytest.fixture
+def pipeline(kind, request):
+    return kind.make(request)
+
+
+def schema(db: str) -> list[str]:
+    return [f"CREATE DATABASE {db}", f"USE {db}",
+            "CREATE TABLE keyed (id INT PRIMARY KEY, v VARCHAR(16), n INT)",
+            "CREATE TABLE composite (k1 INT, k2 VARCHAR(8), v INT, PRIMARY KEY (k1, k2))",
+            "CREATE TABLE bag (a INT, b VARCHAR(8))"]
+
+
+def test_keyed_and_keyless_tables_and_key_changes_batch_after_batch(kind, pipeline, spark):
+    db = pipeline.database
+    batches = [
+        schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3)",
+                      "INSERT INTO composite VALUES (1, 'x', 1), (1, 'y', 2)",
+                      "INSERT INTO bag VALUES (1, 'p'), (1, 'p'), (NULL, NULL), (2, NULL)"],
+        [f"USE {db}", "UPDATE keyed SET id = 10 WHERE id = 1", "UPDATE keyed SET id = 1 WHERE id = 2",
+         "UPDATE composite SET k2 = 'z' WHERE k1 = 1 AND k2 = 'x'", "DELETE FROM bag WHERE a = 1 LIMIT 1",
+         "INSERT INTO bag VALUES (NULL, NULL)", "UPDATE bag SET b = 'q' WHERE a = 2"],
+        [f"USE {db}", "DELETE FROM keyed WHERE id = 10", "INSERT INTO keyed VALUES (10, 'again', 0)",
+         "UPDATE keyed SET v = 'same' WHERE id IN (1, 3)", "UPDATE keyed SET v = 'same' WHERE id IN (1, 3)",
+         "DELETE FROM bag", "INSERT INTO bag VALUES (NULL, NULL), (NULL, NULL)"],
+    ]
+    for statements in batches:
+        batch = pipeline.capture(statements)
+        assert not run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets).noop
+        kind.assert_equal(pipeline)
+        assert pipeline.checkpoint().position == batch.end
+
+
+def test_a_replayed_batch_changes_nothing(kind, pipeline, spark):
+    db = pipeline.database
+    first = pipeline.capture(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1)", "INSERT INTO bag VALUES (1, 'p')"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    second = pipeline.capture([f"USE {db}", "INSERT INTO bag VALUES (1, 'p')", "UPDATE keyed SET n = n + 1"])
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    for batch in (first, second, second):
+        assert run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets).noop
+    kind.assert_equal(pipeline)
+    assert pipeline.checkpoint().position == second.end
+
+
+def test_ddl_is_replayed_in_binlog_order_between_rows(kind, pipeline, spark):
+    db = pipeline.database
+    statements = schema(db) + [
+        "INSERT INTO keyed VALUES (1, 'a', 1)",
+        "ALTER TABLE keyed ADD COLUMN extra VARCHAR(8)", "INSERT INTO keyed VALUES (2, 'b', 2, 'new')",
+        "ALTER TABLE keyed RENAME COLUMN extra TO renamed", "UPDATE keyed SET renamed = 'r' WHERE id = 1",
+        "ALTER TABLE keyed DROP COLUMN n", "INSERT INTO keyed VALUES (3, 'c', 'x')",
+        "INSERT INTO bag VALUES (1, 'p')", "TRUNCATE TABLE bag", "INSERT INTO bag VALUES (2, 'q')",
+        "CREATE TABLE later (id INT PRIMARY KEY)", "INSERT INTO later VALUES (1)",
+        "RENAME TABLE later TO renamed_later", "INSERT INTO renamed_later VALUES (2)",
+        "DROP TABLE composite",
+    ]
+    batch = pipeline.capture(statements)
+    run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    kind.assert_equal(pipeline)
+    assert pipeline.checkpoint().position == batch.end
+
+
+def test_a_copy_is_swapped_in_whole_then_the_stream_follows(kind, pipeline, spark):
+    db = pipeline.database
+    pipeline.leader.run_sql(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1), (2, 'b', 2)",
+                                          "INSERT INTO bag VALUES (1, 'p'), (1, 'p')"])
+    copy = pipeline.snapshot()
+    run_merge(spark, pipeline.manifest_uri(copy), pipeline.secrets)
+    kind.assert_equal(pipeline)
+    stream = pipeline.capture([f"USE {db}", "INSERT INTO keyed VALUES (3, 'c', 3)", "DELETE FROM bag LIMIT 1"])
+    run_merge(spark, pipeline.manifest_uri(stream), pipeline.secrets)
+    kind.assert_equal(pipeline)
+    pipeline.leader.run_sql([f"UPDATE {db}.keyed SET n = n + 100"])  # a repair's copy of one table
+    again = pipeline.snapshot(only=[f"{db}.keyed"])
+    run_merge(spark, pipeline.manifest_uri(again), pipeline.secrets)
+    kind.assert_equal(pipeline)
+
+
+def _crash_then_retry(kind, pipeline, spark, batch, point, work_dir):
+    crashed = kind.submit(pipeline, batch, work_dir, {"MYSQL_CDC_CRASH_AT": point})
+    assert crashed.returncode != 0 and f"MYSQL_CDC_CRASH_AT={point}" in job_output(crashed), job_output(crashed)[-2000:]
+    run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)  # the retry
+    kind.assert_equal(pipeline)
+    assert run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets).noop
+
+
+def test_a_crash_at_each_point_of_a_row_segment_then_the_retry(kind, pipeline, spark, tmp_path):
+    db = pipeline.database
+    first = pipeline.capture(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 100), (2, 'b', 100)",
+                                           "INSERT INTO bag VALUES (1, 'p')"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    for n, point in enumerate(kind.row_crash_points):
+        transfer = pipeline.capture([f"USE {db}", "BEGIN", "UPDATE keyed SET n = n - 30 WHERE id = 1",
+                                     "UPDATE keyed SET n = n + 30 WHERE id = 2", f"INSERT INTO bag VALUES ({n}, 'moved')",
+                                     f"INSERT INTO composite VALUES ({n}, 'k', {n})", "COMMIT"])
+        _crash_then_retry(kind, pipeline, spark, transfer, point, tmp_path / point)
+        assert pipeline.checkpoint().position == transfer.end
+
+
+def test_a_crash_at_each_point_of_a_ddl_segment_then_the_retry(kind, pipeline, spark, tmp_path):
+    db = pipeline.database
+    first = pipeline.capture(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1)"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    for n, point in enumerate(kind.ddl_crash_points):
+        ddl = pipeline.capture([f"USE {db}", f"ALTER TABLE keyed ADD COLUMN c{n} INT",
+                                f"UPDATE keyed SET c{n} = {n}"])
+        _crash_then_retry(kind, pipeline, spark, ddl, point, tmp_path / point)
+        assert pipeline.checkpoint().position == ddl.end
+
+
+def test_a_crash_at_each_point_of_a_copy_then_the_retry(kind, pipeline, spark, tmp_path):
+    db = pipeline.database
+    pipeline.leader.run_sql(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1), (2, 'b', 2)"])
+    run_merge(spark, pipeline.manifest_uri(pipeline.snapshot()), pipeline.secrets)
+    for n, point in enumerate(kind.copy_crash_points):
+        pipeline.leader.run_sql([f"UPDATE {db}.keyed SET n = n + {n + 1}"])
+        repair = pipeline.snapshot(only=[f"{db}.keyed"])
+        _crash_then_retry(kind, pipeline, spark, repair, point, tmp_path / point)
+        # a repair's copy moves its table's position, not the pipeline's
+        (copied,) = [p for p in pipeline.table_positions().by_table.values() if p.table == "keyed"]
+        (segment,) = repair.segments
+        assert copied.position == segment.at
+
+
+def test_every_type_round_trips_exactly(kind, pipeline, spark):
+    """Every MySQL type of the type tests (``tests/merge/test_merge_types.py``'s columns: DECIMAL,
+    BIGINT UNSIGNED above 2^63, temporal types with microseconds, YEAR, JSON, ENUM, SET, BIT,
+    binaries, utf8mb4), keyed and keyless, inserted, updated to other values and from NULLs."""
+    from test_merge_types import COLUMNS, FILL_NULLS, NULLS, ROW_1, ROW_2, UPDATE_ALL
+
+    db = pipeline.database
+    first = pipeline.capture([
+        f"CREATE DATABASE {db}", f"USE {db}",
+        f"CREATE TABLE types (id INT NOT NULL PRIMARY KEY, {COLUMNS})", f"CREATE TABLE bag ({COLUMNS})",
+        f"INSERT INTO types VALUES (1, {ROW_1}), (2, {ROW_2}), (3, {NULLS})",
+        f"INSERT INTO bag VALUES ({ROW_1}), ({ROW_1}), ({ROW_2}), ({NULLS}), ({NULLS})",
+    ])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    kind.assert_equal(pipeline)
+    second = pipeline.capture([
+        f"USE {db}", f"UPDATE types {UPDATE_ALL} WHERE id = 1", f"UPDATE types {FILL_NULLS} WHERE id = 3",
+        "DELETE FROM types WHERE id = 2", f"UPDATE bag {UPDATE_ALL} WHERE ti = -128 LIMIT 1",
+        f"UPDATE bag {FILL_NULLS} WHERE ti IS NULL LIMIT 1", "DELETE FROM bag WHERE ti = 127",
+    ])
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    kind.assert_equal(pipeline)
