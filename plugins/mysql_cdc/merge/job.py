@@ -36,12 +36,13 @@ from .reader import PackedBytes, change_schema, fetch_packed
 from .report import MergeSummary, TableReport, segment_lines
 from ..contracts import (
     BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges,
-    TablePositions, checkpoint_after_copies, plan_replay, table_position,
+    TablePositions, checkpoint_after_copies, plan_replay, require_checkpoint, table_position,
 )
 from ..contracts import change_row as cr
 from ..retry_policy import describe, server_error_code
 from ..crash_points import crash_point
 from .sink import BatchJob, NetTable, Sink, TableCopy
+from ..state_store import StateStore
 from ..storage import StorageSpec, read_manifest
 from ..text import plural
 from .spark_read import read_changes, read_snapshot_rows
@@ -300,6 +301,9 @@ class FollowerSource(Protocol):
     def sink(self, leader_flavor: str | None) -> Sink:
         """The follower's sink for a batch of this server flavor (``kinds.FollowerSpec.sink``)."""
 
+    def state_store(self) -> StateStore:
+        """The follower's state (``kinds.FollowerSpec.state_store``): where the merge starts."""
+
 
 class MergeInputs(Protocol):
     """What a merge is given besides the batch: the follower (``sink``) and the batch store
@@ -319,9 +323,12 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: MergeInputs,
     get_spark = (lambda: spark) if isinstance(spark, SparkSession) else spark
     store = secrets.storage.open()
     batch = read_manifest(store, manifest_uri)
+    # where the follower stands is the state store's to say; the sink only writes, and every one of
+    # its commits finds the checkpoint it expects or refuses (another merge moved it meanwhile)
+    state = secrets.sink.state_store()
+    checkpoint = require_checkpoint(state.checkpoint(batch.pipeline), batch.pipeline)
+    positions = state.table_positions(batch.pipeline)
     with secrets.sink.sink(batch.server_flavor) as sink:
-        checkpoint = sink.checkpoint(batch.pipeline)
-        positions = sink.table_positions(batch.pipeline)
         plan = plan_replay(batch, checkpoint, positions)
         summary = MergeSummary(batch.pipeline, batch.batch_id, plan.noop, str(checkpoint.position))
         if plan.noop:

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..contracts import ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TableChanges, TablePositions
+from ..contracts import ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TableChanges
 from ..storage import ObjectStore, StorageSpec
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ class Sink(ABC):
     """One follower, written by one merge job. Opened per job (``with``); every commit carries
     the checkpoint it expects to find (``expected``) and the one it leaves (``done``), so two
     merges of one pipeline cannot both move it, and the checkpoint always covers exactly the
-    rows committed with it."""
+    rows committed with it. A sink writes; where the follower stands is read from the kind's
+    ``StateStore``."""
 
     @classmethod
     @abstractmethod
@@ -72,15 +73,7 @@ class Sink(ABC):
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # -- state, as the job needs it ---------------------------------------------------------------
-
-    @abstractmethod
-    def checkpoint(self, pipeline: str) -> Checkpoint:
-        """The pipeline's checkpoint (a ``contracts.MissingCheckpointError`` when it has none)."""
-
-    @abstractmethod
-    def table_positions(self, pipeline: str) -> TablePositions:
-        """The per-table positions of the pipeline's copied tables."""
+    # -- the job ------------------------------------------------------------------------------------
 
     @abstractmethod
     def begin(self, job: BatchJob) -> None:

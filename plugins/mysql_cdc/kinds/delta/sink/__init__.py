@@ -159,12 +159,6 @@ class DeltaSink(Sink):
                 "what is left")
         return row
 
-    def checkpoint(self, pipeline: str) -> Checkpoint:
-        return self._state(pipeline).checkpoint
-
-    def table_positions(self, pipeline: str) -> TablePositions:
-        return self._state(pipeline).positions
-
     def begin(self, job: BatchJob) -> None:
         self.job = job  # nothing is left behind by a crashed attempt: Delta commits are atomic
         self.attach(job.spark)

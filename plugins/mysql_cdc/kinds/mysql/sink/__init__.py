@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 
 from ....merge.reader import snapshot_schema
 from ....merge.report import TableReport
-from ....contracts import SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TablePositions
+from ....contracts import SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment
 from ....crash_points import crash_point
 from ....mysql_server import MySQLSettings
 from ....merge.spark_read import spark_schema, unit_indexes
@@ -130,12 +130,6 @@ class MySQLSink(Sink):
         self.follower.close()
 
     # -- state ------------------------------------------------------------------------------------
-
-    def checkpoint(self, pipeline: str) -> Checkpoint:
-        return self.follower.checkpoint(pipeline)
-
-    def table_positions(self, pipeline: str) -> TablePositions:
-        return self.follower.table_positions(pipeline)
 
     def begin(self, job: BatchJob) -> None:
         self.follower.drop_staging(staging_prefix(job.batch.pipeline))
