@@ -15,7 +15,7 @@ from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
-from ..mysql_server import MySQLSettings
+from ..mysql_server import TLS_MODES, MySQLSettings, TlsSettings
 
 MYSQL_CONN_TYPES = ("mysql", "generic")  # "generic": creatable in the UI without the mysql provider
 
@@ -64,8 +64,62 @@ async def arequired_connection(conn_id: str | None, role: str, conn_types: Colle
     return _check_type(conn, role, conn_types)
 
 
+_TLS_ABSENT_SAID: set[str] = set()  # connections whose lack of TLS settings was logged
+
+
+def tls_settings(conn: Connection, role: str) -> TlsSettings | None:
+    """The connection's TLS, from its extras as Airflow's MySQL connections carry them:
+    ``ssl: {ca, cert, key}`` (paths of PEM files on this worker; a JSON string is read too) and
+    ``ssl_mode`` (PREFERRED, REQUIRED, VERIFY_CA, VERIFY_IDENTITY; VERIFY_IDENTITY whenever a CA is
+    given). The files are read here: their text travels in the settings, so the Spark job and the
+    snapshot's workers verify the same way wherever they run. None: no TLS setting (PyMySQL's
+    default: encrypted when the server offers it, the server never verified), said once in the log."""
+    import json
+    import logging
+
+    extra = conn.extra_dejson
+    ssl, mode = extra.get("ssl"), extra.get("ssl_mode")
+    if isinstance(ssl, str):
+        try:
+            ssl = json.loads(ssl) if ssl.strip() else None
+        except json.JSONDecodeError:
+            raise ConnectionConfigError(f"{role} connection {conn.conn_id!r}: extra 'ssl' must be a mapping such as "
+                                        "{\"ca\": \"/path/ca.pem\"}, got text that is not JSON") from None
+    if ssl is None and mode is None:
+        if conn.conn_id not in _TLS_ABSENT_SAID:
+            _TLS_ABSENT_SAID.add(conn.conn_id)
+            logging.getLogger("mysql_cdc.connections").warning(
+                "%s connection %r has no TLS settings: PyMySQL encrypts when the server offers TLS and verifies "
+                "nothing (a man in the middle is not detected), and a server without TLS gets the password and "
+                "every row in clear text. Set its extras ssl.ca (and ssl_mode) to verify the server.",
+                role, conn.conn_id)
+        return None
+    ssl = {} if ssl is None else ssl  # ssl_mode alone (REQUIRED: encrypted, not verified)
+    if not isinstance(ssl, dict) or set(ssl) - {"ca", "cert", "key"}:
+        raise ConnectionConfigError(f"{role} connection {conn.conn_id!r}: extra 'ssl' takes the keys ca, cert and "
+                                    f"key (paths of PEM files), got {ssl!r:.120}")
+    pem = {}
+    for name, path in ssl.items():
+        try:
+            with open(path) as fh:
+                pem[name] = fh.read()
+        except (OSError, TypeError) as exc:
+            raise ConnectionConfigError(
+                f"{role} connection {conn.conn_id!r}: cannot read extra ssl.{name} {path!r} ({exc}): the file must "
+                "exist on every Airflow worker that runs the pipeline's tasks") from None
+    if "key" in pem:
+        mask_secret(pem["key"])
+    mode = (mode or ("VERIFY_IDENTITY" if "ca" in pem else "REQUIRED")).upper()
+    try:
+        return TlsSettings(mode=mode, **pem)
+    except ValueError as exc:
+        raise ConnectionConfigError(f"{role} connection {conn.conn_id!r}: {exc} (ssl_mode is one of "
+                                    f"{list(TLS_MODES)})") from None
+
+
 def mysql_settings(conn: Connection, role: str) -> MySQLSettings:
-    """MySQLSettings from a mysql connection: host, port (default 3306), login, password."""
+    """MySQLSettings from a mysql connection: host, port (default 3306), login, password, and its
+    TLS (``tls_settings``)."""
     if not conn.host:
         raise ConnectionConfigError(f"{role} connection {conn.conn_id!r} has no host")
     if not conn.login:
@@ -76,7 +130,7 @@ def mysql_settings(conn: Connection, role: str) -> MySQLSettings:
         # guarantee when a hook is built from a Connection that came another way (tests, CLI).
         mask_secret(password)
     return MySQLSettings(host=conn.host, port=int(conn.port or 3306), user=conn.login, password=password,
-                         conn_id=conn.conn_id)
+                         conn_id=conn.conn_id, tls=tls_settings(conn, role))
 
 
 class MySQLConnectionHook(BaseHook):

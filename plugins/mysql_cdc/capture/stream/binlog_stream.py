@@ -19,6 +19,7 @@ class BinlogReader:
 
     def __init__(self, settings: MySQLSettings, start: BinlogPosition, server_id: int | None = None):
         self.start = start
+        self.settings = settings
         self.stream = BinLogStreamReader(
             connection_settings=settings.replication_settings(),
             # Two readers with one server_id kick each other off (error 4052): each read gets its own.
@@ -55,7 +56,8 @@ class BinlogReader:
             try:
                 event = self.stream.fetchone()
             except pymysql.err.OperationalError as exc:
-                raise CaptureError(f"reading the leader's binlog from {self.start} failed: {exc.args[-1]}") from exc
+                raise self.settings.tls_error(exc) or CaptureError(
+                    f"reading the leader's binlog from {self.start} failed: {exc.args[-1]}") from exc
             if event is None:
                 return
             yield event
