@@ -17,8 +17,15 @@ import pytest
 
 from lake_helpers import assert_lake_equals_leader, lake_submit
 from merge_helpers import assert_same_database, job_output, spark_submit
+from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.kinds import KINDS
+from mysql_cdc.kinds.delta.state.location import LakeLocation
+from mysql_cdc.kinds.delta.verify import checksum_sides as lake_checksums
+from mysql_cdc.kinds.mysql.state import MySQLStateStore
+from mysql_cdc.kinds.mysql.verify import checksum_sides as mysql_checksums
 from mysql_cdc.merge.job import run_merge
+from mysql_cdc.monitor.verify import verify_pipeline
+from mysql_cdc.pipeline_options import VerifyOptions
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,7 @@ class Kind:
     row_crash_points: tuple[str, ...]  # the points of a row segment's commit
     ddl_crash_points: tuple[str, ...]
     copy_crash_points: tuple[str, ...]
+    sides_and_state: Callable  # pipeline -> (its kind's checksum sides, its state store), for verification
 
 
 KIND_UNDER_TEST = {
@@ -39,6 +47,7 @@ KIND_UNDER_TEST = {
         row_crash_points=("after_staging", "before_commit"),
         ddl_crash_points=("after_ddl",),
         copy_crash_points=("before_swap", "after_swap"),
+        sides_and_state=lambda p: (mysql_checksums(p.follower_settings), MySQLStateStore(p.follower_settings)),
     ),
     "delta": Kind(
         make=lambda request: request.getfixturevalue("lake_pipeline")(),
@@ -47,6 +56,7 @@ KIND_UNDER_TEST = {
         row_crash_points=("after_staging", "between_tables", "before_checkpoint"),
         ddl_crash_points=("before_checkpoint",),
         copy_crash_points=("before_checkpoint",),
+        sides_and_state=lambda p: (lake_checksums(LakeLocation(p.lake)), p.state),
     ),
 }
 
@@ -206,3 +216,41 @@ def test_every_type_round_trips_exactly(kind, pipeline, spark):
     ])
     run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
     kind.assert_equal(pipeline)
+
+
+def _verify(kind, pipeline, **options):
+    sides, state = kind.sides_and_state(pipeline)
+    return verify_pipeline(pipeline.name, pipeline.leader_settings, sides, state,
+                           TableFilter((f"{pipeline.database}.*",)), VerifyOptions(**{"chunk_rows": 2, **options}),
+                           log=lambda _: None)
+
+
+def test_verification_right_after_a_leader_change_is_never_drift(kind, pipeline, spark):
+    """Started right after the leader changed (a new table, changed rows) and before the merge:
+    with no merge within ``settle_timeout`` it says the follower is behind and compares nothing;
+    with the merge during its wait it compares the follower at the leader's position: equal."""
+    import threading
+    import time
+
+    db = pipeline.database
+    first = pipeline.capture(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1), (2, 'b', 2)"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    assert _verify(kind, pipeline, rechecks=0).status == "ok"
+    change = pipeline.capture([f"USE {db}", "CREATE TABLE created_later (id INT PRIMARY KEY, v INT)",
+                               "INSERT INTO created_later VALUES (1, 1)", "UPDATE keyed SET n = 7 WHERE id = 1"])
+
+    behind = _verify(kind, pipeline, rechecks=2, settle_timeout=1)
+    assert (behind.status, behind.drifted, behind.missing) == ("behind", [], [])
+
+    def merge_soon():
+        time.sleep(2)
+        run_merge(spark, pipeline.manifest_uri(change), pipeline.secrets)
+
+    merger = threading.Thread(target=merge_soon)
+    merger.start()
+    try:
+        waited = _verify(kind, pipeline, rechecks=1, settle_timeout=300)
+    finally:
+        merger.join()
+    assert waited.status == "ok", waited.describe()
+    assert waited.tables == 4 and waited.missing == []

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..text import plural
 
-OK, DRIFT = "ok", "drift"
+OK, DRIFT, BEHIND = "ok", "drift", "behind"
 
 
 @dataclass
@@ -34,9 +34,14 @@ class VerificationResult:
     rechecked: int = 0
     drifted: list[DriftedChunk] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # tables the follower lacks
+    # why nothing was compared: the follower had not reached the leader's position of the start
+    # (a follower behind is not a follower that differs)
+    behind: str | None = None
 
     @property
     def status(self) -> str:
+        if self.behind is not None:
+            return BEHIND
         return DRIFT if self.drifted or self.missing else OK
 
     @property
@@ -50,6 +55,8 @@ class VerificationResult:
     def describe(self) -> str:
         head = (f"{plural(self.tables, 'table')}, {plural(self.chunks, 'chunk')}, {self.rows:,} leader rows "
                 f"compared, {plural(self.rechecked, 'chunk')} rechecked after a merge")
+        if self.status == BEHIND:
+            return f"pipeline {self.pipeline}: behind, not verified: {self.behind}"
         if self.status == OK:
             return f"pipeline {self.pipeline}: follower equals leader: {head}"
         return (f"pipeline {self.pipeline}: DRIFT in {', '.join(self.drifted_tables)} ({head}); repair with a manual "
@@ -69,6 +76,7 @@ class VerificationResult:
             finished_at=dt.datetime.fromisoformat(body["finished_at"]) if body["finished_at"] else None,
             tables=body["tables"], chunks=body["chunks"], rows=body["rows"], rechecked=body["rechecked"],
             drifted=[DriftedChunk(**d) for d in body["drifted"]], missing=list(body["missing"]),
+            behind=body.get("behind"),  # absent from results kept before it existed
         )
 
 

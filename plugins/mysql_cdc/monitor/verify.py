@@ -80,9 +80,9 @@ def _compare_all(lconn, sides: ChecksumSides, table_filter: TableFilter, chunk_r
             result.chunks += 1
             ours, theirs = sides.leader.chunk_sum(shape, chunk), sides.follower.chunk_sum(shape, chunk)
             result.rows += ours.rows
-            if theirs is None:
-                result.missing.append(shape.name)
-                break
+            # a table the follower lacks is a suspect too: the leader may have created it after the
+            # follower's checkpoint (in flight, like a chunk's changes), so it is missing only if it
+            # is still absent after the rechecks' merges
             if ours != theirs:
                 suspects.append((shape, chunk))
     return suspects
@@ -114,15 +114,42 @@ def verify_pipeline(pipeline: str, leader: MySQLSettings, follower: FollowerSide
     watched), record the result in ``state`` and return it."""
     result = VerificationResult(pipeline, dt.datetime.now(dt.timezone.utc))
     with Leader(leader) as server:
-        sides = follower(server.conn, pipeline)
-        try:
-            suspects = _compare_all(server.conn, sides, table_filter, options.chunk_rows, result)
-            for shape, chunk in _recheck(server, sides, state, pipeline, suspects, options, result, log):
-                ours, theirs = sides.leader.chunk_sum(shape, chunk), sides.follower.chunk_sum(shape, chunk)
-                result.drifted.append(DriftedChunk(shape.name, chunk.index, chunk.lo, chunk.hi, ours.rows,
-                                                   theirs.rows if theirs else 0))
-            result.finished_at = dt.datetime.now(dt.timezone.utc)
-        finally:
-            sides.close()
+        result.behind = _behind(server, state, pipeline, options.settle_timeout, log)
+        if result.behind is None:
+            _compare(server, follower(server.conn, pipeline), state, pipeline, table_filter, options, result, log)
+        result.finished_at = dt.datetime.now(dt.timezone.utc)
     state.record_verification(result)
     return result
+
+
+def _behind(server: Leader, state: StateStore, pipeline: str, timeout: float, log: Callable[[str], None]) -> str | None:
+    """None once the follower has reached the leader's position of now (waiting up to ``timeout``):
+    comparing before would count changes in flight, or a table the leader just created, as drift.
+    Otherwise why nothing can be compared."""
+    at = server.current_position()
+    checkpoint = state.checkpoint(pipeline)
+    if checkpoint is None:
+        return f"the pipeline has no checkpoint yet (its first run has not started); the leader is at {at}"
+    if checkpoint.position < at:
+        log(f"the follower is at {checkpoint.position}, the leader at {at}: waiting up to {timeout:g}s for a merge")
+        if not wait_for_merge(state, pipeline, at, timeout):
+            now = state.checkpoint(pipeline)
+            return (f"the follower's checkpoint {now.position if now else None} had not reached the leader's position "
+                    f"{at} of the verification's start within settle_timeout ({timeout:g}s): the pipeline is behind "
+                    "(its lag says how far); verify again once it has caught up")
+    return None
+
+
+def _compare(server: Leader, sides: ChecksumSides, state: StateStore, pipeline: str, table_filter: TableFilter,
+             options: VerifyOptions, result: VerificationResult, log: Callable[[str], None]) -> None:
+    try:
+        suspects = _compare_all(server.conn, sides, table_filter, options.chunk_rows, result)
+        for shape, chunk in _recheck(server, sides, state, pipeline, suspects, options, result, log):
+            ours, theirs = sides.leader.chunk_sum(shape, chunk), sides.follower.chunk_sum(shape, chunk)
+            if theirs is None:  # still absent after the rechecks' merges
+                if shape.name not in result.missing:
+                    result.missing.append(shape.name)
+                continue
+            result.drifted.append(DriftedChunk(shape.name, chunk.index, chunk.lo, chunk.hi, ours.rows, theirs.rows))
+    finally:
+        sides.close()

@@ -7,9 +7,10 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from ..capture.filters import TableFilter
+from ..contracts.verification import BEHIND
 from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
@@ -19,7 +20,9 @@ from ..pipeline_options import VerifyOptions
 class CdcVerifyOperator(BaseOperator):
     """Checksum every captured table of ``pipeline`` on both servers, in key chunks, rechecking
     differing chunks after the next merges. The result is kept on the follower (the CDC page shows
-    it) and returned as XCom; drift fails the task, naming the resnapshot conf that repairs it."""
+    it) and returned as XCom; drift fails the task, naming the resnapshot conf that repairs it. A
+    follower that has not reached the leader's position of the start within ``settle_timeout`` is
+    behind, not drifted: nothing is compared and the task ends skipped, saying so."""
 
     template_fields: Sequence[str] = ("leader_conn_id", "follower_conn_id")
     ui_color = "#f4ecf7"
@@ -47,6 +50,8 @@ class CdcVerifyOperator(BaseOperator):
     def execute(self, context: Context) -> dict:
         result = self.hook.verify(self.options)
         self.log.info("%s", result.describe())
+        if result.status == BEHIND:
+            raise AirflowSkipException(result.describe())
         if result.drifted_tables:
             raise AirflowFailException(result.describe())
         return json.loads(json.dumps(result.to_json()))

@@ -23,7 +23,7 @@ section.pipeline{background:#fff;border:1px solid #d9e2ec;border-radius:8px;padd
 .figure .value{font-size:1.4rem;font-weight:600} .figure .label{font-size:.8rem;color:#52606d}
 table{border-collapse:collapse;font-size:.85rem;width:100%} th,td{padding:.25rem .5rem;border-bottom:1px solid #e4e7eb;text-align:left}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-.status-merged,.status-ok{color:#1a7f37} .status-failed,.status-drift,.error{color:#b42318} .failed-try{color:#9a3412;font-size:.8rem} .status-extracted{color:#9a6700}
+.status-merged,.status-ok{color:#1a7f37} .status-failed,.status-drift,.error{color:#b42318} .status-behind{color:#9a6700} .failed-try{color:#9a3412;font-size:.8rem} .status-extracted{color:#9a6700}
 .message{padding:.6rem 1rem;border-radius:6px;background:#e6f4ea;margin-bottom:1rem}
 .message.bad{background:#fdecea}
 form.resnapshot input[type=text]{width:28rem;font-family:monospace}
@@ -112,6 +112,9 @@ def _verification(name: str, result: VerificationResult | None) -> str:
     if result is None:
         return f"<p class=\"verification\">Not verified yet: trigger {verify_dag}.</p>"
     when = result.finished_at.strftime("%Y-%m-%d %H:%M:%S UTC") if result.finished_at else "?"
+    if result.behind is not None:  # nothing compared: the follower was behind, not different
+        return (f'<p class="verification status-behind">BEHIND, NOT VERIFIED at {when}: {escape(result.behind)} '
+                f"({verify_dag})</p>")
     detail = ""
     if result.drifted:
         detail = "<ul>" + "".join(
