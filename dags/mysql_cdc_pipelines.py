@@ -67,7 +67,7 @@ times), so changes still in flight are not reported. Drift fails the run and nam
 """
 
 MAINTAIN_DOC = """
-### Maintenance of the Delta Lake follower of MySQL CDC pipeline `{name}`
+### Maintenance of the lake follower of MySQL CDC pipeline `{name}`
 
 Compacts every table of `{follower}` and of the pipeline's state (`OPTIMIZE`), then deletes the
 files no version of the last {hours:g} hours needs (`VACUUM`). A table a merge has committed past the
@@ -104,8 +104,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             task_id="wait_for_changes",
             pipeline=config.name,
             leader_conn_id=config.leader_conn_id,
-            follower_conn_id=config.follower_conn_id,
-            follower_config=config.follower_config,
+            follower=config.follower_reference,
             timeout=config.wait_timeout,
             poke_interval=config.poke_interval,
             heartbeat=config.heartbeat,
@@ -115,8 +114,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             pipeline=config.name,
             storage_uri=config.storage_uri,
             leader_conn_id=config.leader_conn_id,
-            follower_conn_id=config.follower_conn_id,
-            follower_config=config.follower_config,
+            follower=config.follower_reference,
             aws_conn_id=config.aws_conn_id,
             include=config.include,
             exclude=config.exclude,
@@ -132,8 +130,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             task_id="merge_batch",
             manifest_uri=extract.output,
             storage_uri=config.storage_uri,
-            follower_conn_id=config.follower_conn_id,
-            follower_config=config.follower_config,
+            follower=config.follower_reference,
             aws_conn_id=config.aws_conn_id,
             spark_conn_id=config.spark_conn_id,
             conf=dict(config.spark_conf),
@@ -147,8 +144,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             task_id="check_lag",
             pipeline=config.name,
             leader_conn_id=config.leader_conn_id,
-            follower_conn_id=config.follower_conn_id,
-            follower_config=config.follower_config,
+            follower=config.follower_reference,
             max_seconds_behind=config.max_seconds_behind,
             heartbeat=config.heartbeat,
         )
@@ -168,8 +164,7 @@ def build_verify_dag(config: PipelineConfig) -> DAG:
             task_id="verify_follower",
             pipeline=config.name,
             leader_conn_id=config.leader_conn_id,
-            follower_conn_id=config.follower_conn_id,
-            follower_config=config.follower_config,
+            follower=config.follower_reference,
             include=config.include,
             exclude=config.exclude,
             options=config.verify,
@@ -189,7 +184,7 @@ def build_maintain_dag(config: PipelineConfig) -> DAG:
         CdcLakeMaintenanceOperator(
             task_id="maintain_lake",
             pipeline=config.name,
-            follower_config=config.follower_config,
+            follower=config.follower_reference,
             storage_uri=config.storage_uri,
             aws_conn_id=config.aws_conn_id,
             spark_conn_id=config.spark_conn_id,

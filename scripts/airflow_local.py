@@ -69,7 +69,7 @@ def describe_pipelines(path: Path, env: dict[str, str]) -> list[str]:
         os.environ.clear()
         os.environ.update(saved)
     return [f"  DAG {c.name}: {c.schedule or 'manual runs only'}, leader {c.leader_conn_id}, follower "
-            f"{c.follower_conn_id}, batches in {c.storage_uri}, first run: {c.start_position}" for c in configs]
+            f"{c.describe_follower()}, batches in {c.storage_uri}, first run: {c.start_position}" for c in configs]
 
 
 def main() -> int:

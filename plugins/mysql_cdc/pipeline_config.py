@@ -132,6 +132,14 @@ class PipelineConfig:
         """The follower's kind (``kinds``): the described one, or a connection's."""
         return follower_kind(self.follower.kind if self.follower is not None else CONNECTION_KIND)
 
+    @property
+    def follower_reference(self) -> dict[str, Any]:
+        """The follower as every task carries it: one JSON-safe reference, the kind's own
+        (``follower_conn_id`` is the short form of a MySQL follower's)."""
+        if self.follower is not None:
+            return self.follower_config
+        return self.kind.reference({"conn_id": self.follower_conn_id}, self.aws_conn_id)
+
     def describe_follower(self) -> str:
         if self.follower is not None:
             return self.kind.describe(self.follower_config)

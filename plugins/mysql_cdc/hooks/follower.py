@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Union
 
 from ..kinds import CONNECTION_KIND, FollowerSpec, kind
 
@@ -50,15 +50,20 @@ class FollowerHookBase(ABC):
         return {}
 
 
-def follower_reference(follower_conn_id: str | None, follower: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One reference to a pipeline's follower: the pipelines file's ``follower`` section as its kind
-    made it (``pipeline_config``), or a MySQL connection id (the short form ``follower_conn_id``)."""
-    if follower is not None:
-        return dict(follower)
-    return {"kind": CONNECTION_KIND, "conn_id": follower_conn_id or DEFAULT_FOLLOWER_CONN_ID}
+# One reference to a pipeline's follower, as operators, sensors and triggers carry it (JSON-safe, no
+# secret): the kind's own form, ``{"kind": "delta", "location": ..., ...}``
+# (``pipeline_config.PipelineConfig.follower_reference``), or a MySQL connection id, the short form.
+FollowerRef = Union[str, Mapping[str, Any], None]
 
 
-def follower_hook(follower_conn_id: str | None, follower: Mapping[str, Any] | None = None) -> FollowerHookBase:
+def follower_reference(follower: FollowerRef) -> dict[str, Any]:
+    """The reference as a mapping: a connection id (or None: the default one) is a MySQL follower."""
+    if follower is None or isinstance(follower, str):
+        return {"kind": CONNECTION_KIND, "conn_id": follower or DEFAULT_FOLLOWER_CONN_ID}
+    return dict(follower)
+
+
+def follower_hook(follower: FollowerRef) -> FollowerHookBase:
     """The hook of a pipeline's follower, by its kind (``kinds.KINDS``)."""
-    reference = follower_reference(follower_conn_id, follower)
+    reference = follower_reference(follower)
     return kind(reference.get("kind", "")).hook(reference)

@@ -36,7 +36,7 @@ from ..merge.report import SUMMARY_ENV, JobOutcome, MergeSummary
 from ..kinds.base import SubmitNeeds
 from ..job_secrets import SECRETS_ENV, JobSecrets
 from .connections import required_connection
-from .follower import FollowerHookBase, follower_hook
+from .follower import FollowerHookBase, FollowerRef, follower_hook, follower_reference
 from .storage import BatchStorageHook
 
 
@@ -138,22 +138,22 @@ def spark_submit_binary(configured: str | None = None) -> str:
 
 
 class MergeJobHook(BaseHook):
-    """``MergeJobHook(follower_conn_id, storage_uri, aws_conn_id, spark_conn_id)``."""
+    """``MergeJobHook(follower, storage_uri, aws_conn_id, spark_conn_id)``: ``follower`` the one
+    reference to the follower (``hooks.follower.FollowerRef``: a MySQL connection id, or a kind's
+    reference)."""
 
     hook_name = "MySQL CDC merge job"
 
-    def __init__(self, follower_conn_id: str | None, storage_uri: str, aws_conn_id: str | None, spark_conn_id: str,
-                 follower_config: Mapping[str, Any] | None = None):
+    def __init__(self, follower: FollowerRef, storage_uri: str, aws_conn_id: str | None, spark_conn_id: str):
         super().__init__()
-        self.follower_conn_id = follower_conn_id
-        self.follower_config = follower_config
+        self.follower_ref = follower_reference(follower)
         self.storage_uri = storage_uri
         self.aws_conn_id = aws_conn_id
         self.spark_conn_id = spark_conn_id
 
     @cached_property
     def follower(self) -> FollowerHookBase:
-        return follower_hook(self.follower_conn_id, self.follower_config)
+        return follower_hook(self.follower_ref)
 
     @cached_property
     def storage(self) -> BatchStorageHook:

@@ -11,7 +11,7 @@ import datetime as dt
 import glob
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from airflow.sdk import BaseHook
 
@@ -29,7 +29,7 @@ from ..monitor.lag import PipelineFigures, pipeline_figures
 from ..monitor.verify import VerificationResult, verify_pipeline
 from ..pipeline_options import ExtractOptions, SnapshotOptions, VerifyOptions
 from ..mysql_server import MySQLSettings
-from .follower import DEFAULT_FOLLOWER_CONN_ID, FollowerHookBase, follower_hook
+from .follower import DEFAULT_FOLLOWER_CONN_ID, FollowerHookBase, FollowerRef, follower_hook, follower_reference
 from .leader import LeaderHook
 from .storage import BatchStorageHook
 
@@ -176,7 +176,7 @@ class CdcPipelineHook(BaseHook):
         self,
         pipeline: str,
         leader_conn_id: str = LeaderHook.default_conn_name,
-        follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
+        follower: FollowerRef = DEFAULT_FOLLOWER_CONN_ID,
         storage_uri: str | None = None,
         aws_conn_id: str | None = BatchStorageHook.default_conn_name,
         table_filter: TableFilter = TableFilter(),
@@ -184,12 +184,11 @@ class CdcPipelineHook(BaseHook):
         on_purged: str = "fail",
         snapshot_options: SnapshotOptions = SnapshotOptions(),
         extract_options: ExtractOptions = ExtractOptions(),
-        follower_config: Mapping[str, Any] | None = None,
     ):
         super().__init__()
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
-        self.follower_conn_id = follower_conn_id
+        self.follower_ref = follower_reference(follower)  # one reference, JSON-safe (hooks.follower)
         self.storage_uri = storage_uri
         self.aws_conn_id = aws_conn_id
         self.table_filter = table_filter
@@ -197,7 +196,6 @@ class CdcPipelineHook(BaseHook):
         self.on_purged = on_purged
         self.snapshot_options = snapshot_options
         self.extract_options = extract_options
-        self.follower_config = follower_config  # a follower the pipelines file describes (not a MySQL connection)
 
     @cached_property
     def leader(self) -> LeaderHook:
@@ -205,7 +203,7 @@ class CdcPipelineHook(BaseHook):
 
     @cached_property
     def follower(self) -> FollowerHookBase:
-        return follower_hook(self.follower_conn_id, self.follower_config)
+        return follower_hook(self.follower_ref)
 
     @cached_property
     def storage(self) -> BatchStorageHook:

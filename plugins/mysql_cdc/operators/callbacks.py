@@ -39,7 +39,7 @@ def _record(context, final: bool) -> None:
     error = failure_text(task.task_id, context.get("exception"))
     try:
         metrics.task_failed(task.pipeline, task.task_id)
-        state = follower_hook(task.follower_conn_id, getattr(task, "follower_config", None)).state
+        state = follower_hook(task.follower).state
         state.record_failed_try(FailedTry(task.pipeline, run_id, task.task_id, ti.try_number, error))
         if final:
             state.record_failed(task.pipeline, run_id, "run", error)

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID, FollowerRef, follower_reference
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
 from . import metrics
@@ -22,27 +22,23 @@ class CdcLagCheckOperator(BaseOperator):
     Runs after the merge whatever became of it (trigger rule ``none_failed``: a run with nothing
     new skips extract and merge, and lag still has to be watched then)."""
 
-    template_fields: Sequence[str] = ("leader_conn_id", "follower_conn_id")
+    template_fields: Sequence[str] = ("leader_conn_id", "follower")
     ui_color = "#eef0fa"
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
-                 follower_config: dict[str, Any] | None = None, max_seconds_behind: float | None = None,
+                 follower: FollowerRef = DEFAULT_FOLLOWER_CONN_ID, max_seconds_behind: float | None = None,
                  heartbeat: bool = False, **kwargs: Any):
         kwargs.setdefault("trigger_rule", "none_failed")
         super().__init__(**kwargs)
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
-        self.follower_conn_id = follower_conn_id
-        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
-        self.follower_config = follower_config
+        self.follower = follower_reference(follower)  # one JSON-safe reference (hooks.follower)
         self.max_seconds_behind = max_seconds_behind
         self.heartbeat = heartbeat
 
     @cached_property
     def hook(self) -> CdcPipelineHook:
-        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower_conn_id,
-                               follower_config=self.follower_config)
+        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower)
 
     def execute(self, context: Context) -> dict:
         figures = self.hook.figures(heartbeat=self.heartbeat)

@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from ..run_params import replay_range, resnapshot_tables
 from ..capture.filters import TableFilter
-from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID, FollowerRef, follower_reference
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
 from ..hooks.storage import BatchStorageHook
@@ -36,12 +36,11 @@ class CdcExtractOperator(BaseOperator):
     task's asset outlet; each batch is an asset event whose extra names it.
     """
 
-    template_fields: Sequence[str] = ("leader_conn_id", "follower_conn_id", "aws_conn_id", "start_position")
+    template_fields: Sequence[str] = ("leader_conn_id", "follower", "aws_conn_id", "start_position")
     ui_color = "#fdf1e3"
 
     def __init__(self, *, pipeline: str, storage_uri: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
-                 follower_config: dict[str, Any] | None = None,
+                 follower: FollowerRef = DEFAULT_FOLLOWER_CONN_ID,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  include: Sequence[str] = ("*.*",), exclude: Sequence[str] = (),
                  start_position: str = "snapshot", on_purged: str = "fail",
@@ -52,9 +51,7 @@ class CdcExtractOperator(BaseOperator):
         self.pipeline = pipeline
         self.storage_uri = storage_uri
         self.leader_conn_id = leader_conn_id
-        self.follower_conn_id = follower_conn_id
-        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
-        self.follower_config = follower_config
+        self.follower = follower_reference(follower)  # one JSON-safe reference (hooks.follower)
         self.aws_conn_id = aws_conn_id
         self.include = tuple(include)
         self.exclude = tuple(exclude)
@@ -66,9 +63,9 @@ class CdcExtractOperator(BaseOperator):
     @cached_property
     def hook(self) -> CdcPipelineHook:
         return CdcPipelineHook(
-            self.pipeline, self.leader_conn_id, self.follower_conn_id, self.storage_uri, self.aws_conn_id,
+            self.pipeline, self.leader_conn_id, self.follower, self.storage_uri, self.aws_conn_id,
             TableFilter(self.include, self.exclude), self.start_position, self.on_purged, self.snapshot_options,
-            self.extract_options, self.follower_config,
+            self.extract_options,
         )
 
     def execute(self, context: Context) -> list[str]:

@@ -20,13 +20,13 @@ class CdcLakeMaintenanceOperator(BaseOperator):
     template_fields: Sequence[str] = ("aws_conn_id", "spark_conn_id", "conf")
     ui_color = "#e8f1f8"
 
-    def __init__(self, *, pipeline: str, follower_config: dict[str, Any], storage_uri: str,
+    def __init__(self, *, pipeline: str, follower: dict[str, Any], storage_uri: str,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name, spark_conn_id: str = "spark_default",
                  options: MaintenanceOptions = MaintenanceOptions(), conf: dict[str, Any] | None = None,
                  **kwargs: Any):
         super().__init__(**kwargs)
         self.pipeline = pipeline
-        self.follower_config = follower_config
+        self.follower = dict(follower)  # the one reference (hooks.follower)
         self.storage_uri = storage_uri
         self.aws_conn_id = aws_conn_id
         self.spark_conn_id = spark_conn_id
@@ -35,7 +35,7 @@ class CdcLakeMaintenanceOperator(BaseOperator):
 
     @cached_property
     def hook(self) -> MergeJobHook:
-        return MergeJobHook(None, self.storage_uri, self.aws_conn_id, self.spark_conn_id, self.follower_config)
+        return MergeJobHook(self.follower, self.storage_uri, self.aws_conn_id, self.spark_conn_id)
 
     def execute(self, context: Context) -> None:
         self.hook.maintain(self.pipeline, self.options.retain_hours, f"mysql-cdc-maintain-{self.pipeline}", self.conf)

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID, FollowerRef, follower_reference
 from ..hooks.merge_job import ADVANCE, SKIP, MergeJobHook
 from ..hooks.storage import BatchStorageHook
 from . import metrics
@@ -27,13 +27,12 @@ class CdcMergeOperator(BaseOperator):
     (client deploy mode) with ``conf`` as its Spark properties. See ``hooks.merge_job``.
     """
 
-    template_fields: Sequence[str] = ("manifest_uri", "follower_conn_id", "aws_conn_id", "spark_conn_id", "conf")
+    template_fields: Sequence[str] = ("manifest_uri", "follower", "aws_conn_id", "spark_conn_id", "conf")
     template_fields_renderers = {"conf": "json"}
     ui_color = "#e4f0e8"
 
     def __init__(self, *, manifest_uri: str | Sequence[str], storage_uri: str,
-                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
-                 follower_config: dict[str, Any] | None = None,
+                 follower: FollowerRef = DEFAULT_FOLLOWER_CONN_ID,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  spark_conn_id: str = "spark_default", conf: dict[str, Any] | None = None,
                  name: str = "mysql-cdc-merge", pipeline: str | None = None, **kwargs: Any):
@@ -41,9 +40,7 @@ class CdcMergeOperator(BaseOperator):
         self.pipeline = pipeline  # for the failure callback's history row (the batch names its own)
         self.manifest_uri = manifest_uri
         self.storage_uri = storage_uri
-        self.follower_conn_id = follower_conn_id
-        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
-        self.follower_config = follower_config
+        self.follower = follower_reference(follower)  # one JSON-safe reference (hooks.follower)
         self.aws_conn_id = aws_conn_id
         self.spark_conn_id = spark_conn_id
         self.conf = conf or {}
@@ -51,8 +48,7 @@ class CdcMergeOperator(BaseOperator):
 
     @cached_property
     def hook(self) -> MergeJobHook:
-        return MergeJobHook(self.follower_conn_id, self.storage_uri, self.aws_conn_id, self.spark_conn_id,
-                            self.follower_config)
+        return MergeJobHook(self.follower, self.storage_uri, self.aws_conn_id, self.spark_conn_id)
 
     def execute(self, context: Context) -> list[dict] | None:
         uris = [self.manifest_uri] if isinstance(self.manifest_uri, str) else list(self.manifest_uri or ())

@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from ..capture.filters import TableFilter
 from ..contracts.verification import BEHIND
-from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID, FollowerRef, follower_reference
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
 from ..pipeline_options import VerifyOptions
@@ -24,28 +24,24 @@ class CdcVerifyOperator(BaseOperator):
     follower that has not reached the leader's position of the start within ``settle_timeout`` is
     behind, not drifted: nothing is compared and the task ends skipped, saying so."""
 
-    template_fields: Sequence[str] = ("leader_conn_id", "follower_conn_id")
+    template_fields: Sequence[str] = ("leader_conn_id", "follower")
     ui_color = "#f4ecf7"
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
-                 follower_config: dict[str, Any] | None = None, include: Sequence[str] = ("*.*",),
+                 follower: FollowerRef = DEFAULT_FOLLOWER_CONN_ID, include: Sequence[str] = ("*.*",),
                  exclude: Sequence[str] = (), options: VerifyOptions = VerifyOptions(), **kwargs: Any):
         super().__init__(**kwargs)
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
-        self.follower_conn_id = follower_conn_id
-        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
-        self.follower_config = follower_config
+        self.follower = follower_reference(follower)  # one JSON-safe reference (hooks.follower)
         self.include = tuple(include)
         self.exclude = tuple(exclude)
         self.options = options
 
     @cached_property
     def hook(self) -> CdcPipelineHook:
-        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower_conn_id,
-                               table_filter=TableFilter(self.include, self.exclude),
-                               follower_config=self.follower_config)
+        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower,
+                               table_filter=TableFilter(self.include, self.exclude))
 
     def execute(self, context: Context) -> dict:
         result = self.hook.verify(self.options)

@@ -17,7 +17,7 @@ from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from ..run_params import RunParamError, replay_range, refuse_date_range_backfill, resnapshot_tables
-from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID
+from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID, FollowerRef, follower_reference
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import CdcPipelineHook
 from ..triggers.leader import SUCCESS, TIMEOUT, LeaderAdvancedTrigger
@@ -39,25 +39,21 @@ class LeaderAdvancedSensor(BaseSensorOperator):
     so the run always carries a fresh transaction and the lag figures stay true on an idle leader.
     """
 
-    template_fields: Sequence[str] = ("pipeline", "leader_conn_id", "follower_conn_id")
+    template_fields: Sequence[str] = ("pipeline", "leader_conn_id", "follower")
     ui_color = "#e6f1f2"
 
     def __init__(self, *, pipeline: str, leader_conn_id: str = LeaderHook.default_conn_name,
-                 follower_conn_id: str = DEFAULT_FOLLOWER_CONN_ID,
-                 follower_config: dict[str, Any] | None = None, timeout: float = 10,
+                 follower: FollowerRef = DEFAULT_FOLLOWER_CONN_ID, timeout: float = 10,
                  poke_interval: float = 2, heartbeat: bool = False, **kwargs: Any):
         super().__init__(timeout=timeout, poke_interval=poke_interval, **kwargs)
         self.heartbeat = heartbeat  # commit a row on the leader first (monitor.heartbeat)
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
-        self.follower_conn_id = follower_conn_id
-        # a follower the pipelines file describes (hooks.follower.follower_hook), JSON-safe
-        self.follower_config = follower_config
+        self.follower = follower_reference(follower)  # one JSON-safe reference (hooks.follower)
 
     @cached_property
     def hook(self) -> CdcPipelineHook:
-        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower_conn_id,
-                               follower_config=self.follower_config)
+        return CdcPipelineHook(self.pipeline, self.leader_conn_id, self.follower)
 
     def poke(self, context: Context) -> bool:
         return self.hook.change_status().has_changes
@@ -81,8 +77,7 @@ class LeaderAdvancedSensor(BaseSensorOperator):
             trigger=LeaderAdvancedTrigger(
                 pipeline=self.pipeline,
                 leader_conn_id=self.leader_conn_id,
-                follower_conn_id=self.follower_conn_id,
-                follower_config=self.follower_config,
+                follower=self.follower,
                 deadline=time.time() + self.timeout,
                 poke_interval=self.poke_interval,
             ),

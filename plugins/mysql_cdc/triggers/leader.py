@@ -8,7 +8,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..hooks.follower import follower_hook
+from ..hooks.follower import FollowerRef, follower_hook, follower_reference
 from ..hooks.leader import LeaderHook
 from ..hooks.pipeline import change_status
 
@@ -27,13 +27,12 @@ class LeaderAdvancedTrigger(BaseTrigger):
     timeout here is an ordinary outcome (nothing new: skip), not a failure.
     """
 
-    def __init__(self, pipeline: str, leader_conn_id: str, follower_conn_id: str | None, deadline: float,
-                 poke_interval: float, follower_config: dict[str, Any] | None = None):
+    def __init__(self, pipeline: str, leader_conn_id: str, follower: FollowerRef, deadline: float,
+                 poke_interval: float):
         super().__init__()
         self.pipeline = pipeline
         self.leader_conn_id = leader_conn_id
-        self.follower_conn_id = follower_conn_id
-        self.follower_config = follower_config  # JSON-safe (hooks.follower.follower_hook)
+        self.follower = follower_reference(follower)  # JSON-safe (hooks.follower)
         self.deadline = float(deadline)
         self.poke_interval = float(poke_interval)
 
@@ -43,8 +42,7 @@ class LeaderAdvancedTrigger(BaseTrigger):
             {
                 "pipeline": self.pipeline,
                 "leader_conn_id": self.leader_conn_id,
-                "follower_conn_id": self.follower_conn_id,
-                "follower_config": self.follower_config,
+                "follower": self.follower,
                 "deadline": self.deadline,
                 "poke_interval": self.poke_interval,
             },
@@ -55,7 +53,7 @@ class LeaderAdvancedTrigger(BaseTrigger):
             # Connections are resolved once, asynchronously; the polling itself is blocking
             # PyMySQL, so it runs in a thread and never stalls the triggerer's other triggers.
             leader = await LeaderHook(self.leader_conn_id).asettings()
-            follower = await follower_hook(self.follower_conn_id, self.follower_config).aspec()
+            follower = await follower_hook(self.follower).aspec()
             while True:
                 status = await asyncio.to_thread(change_status, leader, follower, self.pipeline)
                 if status.has_changes:

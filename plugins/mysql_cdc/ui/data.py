@@ -37,8 +37,7 @@ class PipelineView:
 
 
 def read_pipeline(config: PipelineConfig) -> PipelineView:
-    hook = CdcPipelineHook(config.name, config.leader_conn_id, config.follower_conn_id,
-                           follower_config=config.follower_config)
+    hook = CdcPipelineHook(config.name, config.leader_conn_id, config.follower_reference)
     try:
         return PipelineView(config, hook.figures(heartbeat=config.heartbeat))
     except Exception as exc:  # one pipeline's unreachable server must not hide the others

@@ -54,7 +54,8 @@ def test_dag_shape(monkeypatch, tmp_path):
     assert dag.timetable.expression == "*/5 * * * *"
     assert set(dag.params) == {"start", "end", "resnapshot"}
 
-    assert (wait.pipeline, wait.leader_conn_id, wait.follower_conn_id) == ("shop_cdc", "shop_leader", "shop_follower")
+    assert (wait.pipeline, wait.leader_conn_id, wait.follower) == (
+        "shop_cdc", "shop_leader", {"kind": "mysql", "conn_id": "shop_follower"})
     assert (wait.timeout, wait.poke_interval) == (20, 4)
     assert (extract.include, extract.exclude, extract.start_position) == (("shop.*",), ("shop.tmp_*",), "earliest")
     assert (extract.aws_conn_id, merge.aws_conn_id, merge.spark_conn_id) == ("lake_aws", "lake_aws", "spark_yarn")
@@ -119,11 +120,11 @@ def test_a_lake_pipeline_gets_a_maintenance_dag_and_carries_its_follower_to_ever
     assert not bag.import_errors
     assert sorted(bag.dag_ids) == ["shop_cdc", "shop_cdc_maintain", "shop_cdc_verify"]
     follower = {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "lake_aws", "changelog": []}
-    assert bag.get_dag("shop_cdc_verify").get_task("verify_follower").follower_config == follower
+    assert bag.get_dag("shop_cdc_verify").get_task("verify_follower").follower == follower
     dag = bag.get_dag("shop_cdc")
     for task_id in ("wait_for_changes", "extract_batch", "merge_batch", "check_lag"):
-        assert dag.get_task(task_id).follower_config == follower, task_id
+        assert dag.get_task(task_id).follower == follower, task_id
     maintain = bag.get_dag("shop_cdc_maintain")
     task = maintain.get_task("maintain_lake")
     assert maintain.timetable.expression == "0 4 * * *"
-    assert (task.follower_config, task.options.retain_hours, task.spark_conn_id) == (follower, 48, "spark_yarn")
+    assert (task.follower, task.options.retain_hours, task.spark_conn_id) == (follower, 48, "spark_yarn")

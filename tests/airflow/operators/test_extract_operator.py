@@ -11,7 +11,7 @@ from mysql_cdc.operators import CdcExtractOperator
 
 def operator(**kwargs) -> CdcExtractOperator:
     return CdcExtractOperator(task_id="extract_batch", pipeline="shop", storage_uri="s3a://lake/cdc/",
-                              leader_conn_id="cdc_no_such_leader", follower_conn_id="cdc_no_such_follower", **kwargs)
+                              leader_conn_id="cdc_no_such_leader", follower="cdc_no_such_follower", **kwargs)
 
 
 def test_the_batch_directory_is_the_asset_outlet_in_one_spelling():

@@ -25,7 +25,7 @@ def conns(monkeypatch, leader_user, follower_user):
 
 def sensor(pipeline: str = "shop", **kwargs) -> LeaderAdvancedSensor:
     return LeaderAdvancedSensor(task_id="wait", pipeline=pipeline, leader_conn_id="cdc_sens_leader",
-                                follower_conn_id="cdc_sens_follower", timeout=7, poke_interval=1, **kwargs)
+                                follower="cdc_sens_follower", timeout=7, poke_interval=1, **kwargs)
 
 
 NO_PARAMS = {"params": {"start": None, "end": None}}
@@ -51,7 +51,7 @@ def test_nothing_new_defers_to_the_trigger(conns, unique_name):
 
 def test_replay_runs_do_not_wait_and_bad_params_fail():
     # no connection is looked up for a replay: the ids below do not exist
-    lone = LeaderAdvancedSensor(task_id="w", pipeline="shop", leader_conn_id="nope", follower_conn_id="nope")
+    lone = LeaderAdvancedSensor(task_id="w", pipeline="shop", leader_conn_id="nope", follower="nope")
     assert lone.execute({"params": {"start": "binlog.000001:4", "end": "binlog.000001:99"}}) is None
     with pytest.raises(AirflowFailException, match="param 'end': is missing"):
         lone.execute({"params": {"start": "binlog.000001:4", "end": None}})

@@ -32,7 +32,7 @@ def first_event(trigger: LeaderAdvancedTrigger) -> dict:
 
 def make(pipeline: str, deadline_in: float, leader_conn_id="cdc_trig_leader") -> LeaderAdvancedTrigger:
     return LeaderAdvancedTrigger(pipeline=pipeline, leader_conn_id=leader_conn_id,
-                                 follower_conn_id="cdc_trig_follower", deadline=time.time() + deadline_in,
+                                 follower="cdc_trig_follower", deadline=time.time() + deadline_in,
                                  poke_interval=0.3)
 
 
