@@ -220,6 +220,11 @@ def test_a_bad_lake_follower_is_named(tmp_path, change, words):
     assert words in error_of(tmp_path, {**LAKE, **change})
 
 
+def test_the_short_form_is_the_same_reference(tmp_path):
+    (config,) = load_pipelines(write(tmp_path, MINIMAL))
+    assert config.follower_reference == {"kind": "mysql", "conn_id": "shop_follower"}
+
+
 def test_a_mysql_follower_is_one_reference_too(tmp_path):
     """``follower: {kind: mysql, conn_id: ...}`` names the same follower as ``follower_conn_id``, and
     its hook is the MySQL kind's, found by the kind's name."""
@@ -227,10 +232,10 @@ def test_a_mysql_follower_is_one_reference_too(tmp_path):
 
     described = {**LAKE, "follower": {"kind": "mysql", "conn_id": "shop_follower"}}
     (config,) = load_pipelines(write(tmp_path, described))
-    assert config.follower_config == {"kind": "mysql", "conn_id": "shop_follower"}
+    assert config.follower_config == config.follower_reference == {"kind": "mysql", "conn_id": "shop_follower"}
     assert config.describe_follower() == "shop_follower" and not config.kind.maintained
-    hook = follower_hook(config.follower_conn_id, config.follower_config)
-    short = follower_hook("shop_follower", None)
+    hook = follower_hook(config.follower_reference)
+    short = follower_hook("shop_follower")
     assert (type(hook), hook.mysql_conn_id) == (type(short), short.mysql_conn_id) == (type(short), "shop_follower")
 
 

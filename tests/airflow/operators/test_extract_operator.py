@@ -17,7 +17,7 @@ def operator(**kwargs) -> CdcExtractOperator:
 def test_the_batch_directory_is_the_asset_outlet_in_one_spelling():
     (asset,) = operator().outlets
     assert (asset.uri, asset.name) == ("s3://lake/cdc/shop/batches", "shop_batches")
-    assert {"leader_conn_id", "follower_conn_id", "start_position"} <= set(operator().template_fields)
+    assert {"leader_conn_id", "follower", "start_position"} <= set(operator().template_fields)
 
 
 @pytest.mark.parametrize("params, message", [
