@@ -18,6 +18,8 @@ the merge task in its outcome file.
 
 from __future__ import annotations
 
+import re
+
 from .errors import PermanentError
 
 # MySQL/MariaDB server errors that say the statement, the schema or the account is wrong
@@ -72,11 +74,34 @@ def is_permanent(exc: BaseException) -> bool:
     return False
 
 
+# "INSERT command denied to user 'cdc'@'10.0.0.5' for table `shop`.`orders`" (1142; MySQL names the
+# table alone: "... for table 'orders'"), the same for a column (1143); "Access denied for user
+# 'cdc'@'%' to database 'shop'" (1044)
+_DENIED_TABLE = re.compile(r"(?P<priv>[A-Z ]+?) command denied to user '(?P<user>[^']*)'@'[^']*' for "
+                           r"(?:column '[^']*' in )?table (?:[`'](?P<db>[^`']+)[`']\.)?[`'](?P<table>[^`']+)[`']")
+_DENIED_DB = re.compile(r"Access denied for user '(?P<user>[^']*)'@'[^']*' to database '(?P<db>[^']*)'")
+
+
+def grant_hint(code: int | None, message: str) -> str | None:
+    """The statement that grants what a server's access-denied error says is missing."""
+    found = _DENIED_TABLE.search(message) if code in (1142, 1143) else \
+        _DENIED_DB.search(message) if code == 1044 else None
+    if found is None:
+        return None
+    groups = found.groupdict()
+    privilege = groups.get("priv") or "the privileges docs/servers.md lists"
+    schema = f"`{groups['db']}`" if groups.get("db") else f"<the schema of table `{groups['table']}`>"
+    return (f"grant it: GRANT {privilege} ON {schema}.* TO '{found['user']}'@'%' "
+            "(docs/servers.md lists every grant the pipeline needs)")
+
+
 def describe(exc: BaseException) -> str:
     """The error as a person reads it first: the cause in its own words. A server error says
-    which server error it is; ours already say what is wrong and how to fix it."""
+    which server error it is (and, for a missing privilege, the statement that grants it); ours
+    already say what is wrong and how to fix it."""
     code = server_error_code(exc)
     if code is not None:
         message = exc.args[1] if len(exc.args) > 1 else ""
-        return f"{message} (MySQL error {code})"
+        hint = grant_hint(code, message)
+        return f"{message} (MySQL error {code})" + (f"; {hint}" if hint else "")
     return str(exc).strip() or type(exc).__name__
