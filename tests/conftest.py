@@ -59,6 +59,7 @@ LONG_FILES = (
     "tests/merge/test_snapshot.py",                           # ~340 s
     "tests/airflow/dags/test_delta_runs.py",                  # ~340 s
     "tests/kinds/test_sink_contract.py",                      # ~300 s
+    "tests/security/test_tls.py",                             # ~190 s
     "tests/kinds/delta/test_kill_between_tables.py",          # ~160 s
     "tests/airflow/dags/test_cluster_run.py",                 # ~270 s
     "tests/test_demo.py",                                     # ~260 s

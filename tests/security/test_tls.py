@@ -1,4 +1,4 @@
-"""TLS to every server, verified: MariaDB leader and follower started with a CA and a server
+"""TLS to every server, verified: MariaDB and MySQL leaders and followers started with a CA and a server
 certificate this fixture makes, and ``require_secure_transport=ON`` (no plain TCP at all).
 
 A pipeline whose connections name the CA runs through a snapshot (worker processes), the stream,
@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from local_services import MariaDBServer
+from local_services import MariaDBServer, MySQLServer
 from merge_helpers import Pipeline, assert_same_database, job_output, spark_submit
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.kinds.mysql.verify import checksum_sides
@@ -80,23 +80,33 @@ def pki(tmp_path_factory) -> dict[str, dict[str, Path]]:
     return {"ours": make_pki(directory, "ours"), "theirs": make_pki(directory, "theirs")}
 
 
-def _tls_server(request, services_dir, pki, name: str, server_id: int, binlog: bool) -> MariaDBServer:
+def _tls_server(request, services_dir, pki, flavor: str, role: str, server_id: int) -> MariaDBServer:
     ours = pki["ours"]
-    server = MariaDBServer(services_dir, name, server_id=server_id, binlog=binlog, die_with_parent=True,
-                           extra_args=(f"--ssl-ca={ours['ca']}", f"--ssl-cert={ours['cert']}",
-                                       f"--ssl-key={ours['key']}", *TLS_ARGS))
+    kind = MySQLServer if flavor == "mysql" else MariaDBServer
+    server = kind(services_dir, f"tls-{flavor}-{role}", server_id=server_id, binlog=role == "leader",
+                  die_with_parent=True, extra_args=(f"--ssl-ca={ours['ca']}", f"--ssl-cert={ours['cert']}",
+                                                    f"--ssl-key={ours['key']}", *TLS_ARGS))
     request.addfinalizer(server.stop)
     return server.start()
 
 
-@pytest.fixture(scope="module")
-def tls_leader(request, services_dir, pki):
-    return _tls_server(request, services_dir, pki, "tls-leader", 21, binlog=True)
+@pytest.fixture(scope="module", params=["mariadb", "mysql"])
+def tls_servers(request, services_dir, pki):
+    """A leader and a follower of one flavor, each with the fixture's CA and certificate, refusing
+    plain TCP."""
+    offset = 0 if request.param == "mariadb" else 10
+    return (_tls_server(request, services_dir, pki, request.param, "leader", 21 + offset),
+            _tls_server(request, services_dir, pki, request.param, "follower", 22 + offset))
 
 
-@pytest.fixture(scope="module")
-def tls_follower(request, services_dir, pki):
-    return _tls_server(request, services_dir, pki, "tls-follower", 22, binlog=False)
+@pytest.fixture
+def tls_leader(tls_servers):
+    return tls_servers[0]
+
+
+@pytest.fixture
+def tls_follower(tls_servers):
+    return tls_servers[1]
 
 
 def tls(pki, which: str = "ours", mode: str = "VERIFY_IDENTITY") -> TlsSettings:
@@ -104,7 +114,7 @@ def tls(pki, which: str = "ours", mode: str = "VERIFY_IDENTITY") -> TlsSettings:
 
 
 def pipeline_over_tls(tls_leader, tls_follower, tmp_path, unique_name, leader_tls, follower_tls) -> Pipeline:
-    leader_user = tls_leader.create_user("cdc_reader", "reader-pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"])
+    leader_user = tls_leader.create_user("cdc_reader", "reader-pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT, RELOAD ON *.*"])
     follower_user = tls_follower.create_user("cdc_writer", "writer-pw", ["ALL PRIVILEGES ON *.*"])
     return Pipeline(name=f"pipe_{unique_name}", database=unique_name, leader=tls_leader, follower=tls_follower,
                     leader_settings=MySQLSettings(**leader_user, conn_id="tls_leader", tls=leader_tls),
