@@ -63,13 +63,17 @@ def _certificate(subject: str, key, issuer: str, issuer_key, ca: bool) -> x509.C
 
 
 def make_pki(directory: Path, name: str) -> dict[str, Path]:
-    """A CA and a server certificate it signed (for 127.0.0.1 and localhost), as PEM files."""
-    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    """A CA, a server certificate it signed (for 127.0.0.1 and localhost) and a client
+    certificate it signed, as PEM files."""
+    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
     ca = _certificate(f"{name} CA", ca_key, f"{name} CA", ca_key, ca=True)
     server = _certificate("127.0.0.1", server_key, f"{name} CA", ca_key, ca=False)
+    client = _certificate("cdc_writer", client_key, f"{name} CA", ca_key, ca=False)
     files = {"ca": directory / f"{name}-ca.pem", "cert": directory / f"{name}-server.pem",
-             "key": directory / f"{name}-server-key.pem"}
-    for what, obj in (("ca", ca), ("cert", server), ("key", server_key)):
+             "key": directory / f"{name}-server-key.pem", "client_cert": directory / f"{name}-client.pem",
+             "client_key": directory / f"{name}-client-key.pem"}
+    for what, obj in (("ca", ca), ("cert", server), ("key", server_key), ("client_cert", client),
+                      ("client_key", client_key)):
         files[what].write_text(_pem(obj))
     return files
 
@@ -116,6 +120,7 @@ def tls(pki, which: str = "ours", mode: str = "VERIFY_IDENTITY") -> TlsSettings:
 def pipeline_over_tls(tls_leader, tls_follower, tmp_path, unique_name, leader_tls, follower_tls) -> Pipeline:
     leader_user = tls_leader.create_user("cdc_reader", "reader-pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT, RELOAD ON *.*"])
     follower_user = tls_follower.create_user("cdc_writer", "writer-pw", ["ALL PRIVILEGES ON *.*"])
+    tls_follower.run_sql([f"ALTER USER 'cdc_writer'@'{host}' REQUIRE NONE" for host in ("%", "localhost")])
     return Pipeline(name=f"pipe_{unique_name}", database=unique_name, leader=tls_leader, follower=tls_follower,
                     leader_settings=MySQLSettings(**leader_user, conn_id="tls_leader", tls=leader_tls),
                     follower_settings=MySQLSettings(**follower_user, conn_id="tls_follower", tls=follower_tls),
@@ -131,7 +136,14 @@ def test_the_servers_refuse_plain_tcp(tls_leader):
 
 def test_a_pipeline_runs_over_verified_tls_through_snapshot_stream_merge_and_verification(
         tls_leader, tls_follower, pki, tmp_path, unique_name, spark):
-    pipeline = pipeline_over_tls(tls_leader, tls_follower, tmp_path, unique_name, tls(pki), tls(pki)).start()
+    # the follower's writer must also show a client certificate (REQUIRE X509): its key travels to
+    # the merge job's driver and executors in the secrets file, and nowhere else
+    ours = pki["ours"]
+    client = TlsSettings(mode="VERIFY_IDENTITY", ca=ours["ca"].read_text(), cert=ours["client_cert"].read_text(),
+                         key=ours["client_key"].read_text())
+    pipeline = pipeline_over_tls(tls_leader, tls_follower, tmp_path, unique_name, tls(pki), client)
+    tls_follower.run_sql([f"ALTER USER 'cdc_writer'@'{host}' REQUIRE X509" for host in ("%", "localhost")])
+    pipeline.start()
     conn = pipeline.leader_settings.connect()
     with conn.cursor() as cur:
         cur.execute("SHOW SESSION STATUS LIKE 'Ssl_version'")
@@ -146,6 +158,7 @@ def test_a_pipeline_runs_over_verified_tls_through_snapshot_stream_merge_and_ver
     stream = pipeline.capture([f"INSERT INTO {db}.t VALUES (3, 'streamed')", f"UPDATE {db}.t SET v = 'x' WHERE id = 1"])
     result = spark_submit(pipeline, stream, tmp_path / "stream")  # driver and executors: TLS from the secrets file
     assert result.returncode == 0, job_output(result)[-3000:]
+    assert "PRIVATE KEY" not in job_output(result) and ours["client_key"].read_text() not in job_output(result)
     assert_same_database(tls_leader, tls_follower, db)
     verified = verify_pipeline(pipeline.name, pipeline.leader_settings, checksum_sides(pipeline.follower_settings),
                                MySQLStateStore(pipeline.follower_settings), TableFilter((f"{db}.*",)),
