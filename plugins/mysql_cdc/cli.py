@@ -97,9 +97,20 @@ def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
 
 
+def _log_to_stderr() -> None:
+    """The product's log lines on stderr, whatever logging importing Airflow set up (its handlers
+    write to stdout): stdout is the command's output, ``--json`` included."""
+    logger = logging.getLogger("mysql_cdc")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger.handlers, logger.propagate, logger.disabled = [handler], False, False
+
+
 def _lag(args) -> int:
     # the same code as the CDC page and GET /cdc/api/pipelines: the same figures
     from .ui.data import configured_pipelines, read_pipeline
+
+    _log_to_stderr()  # after the import: Airflow configures logging when it is imported
 
     configs = [c for c in configured_pipelines() if args.pipeline in (None, c.name)]
     if not configs:
