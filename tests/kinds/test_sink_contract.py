@@ -198,15 +198,10 @@ def test_every_type_round_trips_exactly(kind, pipeline, spark):
     """Every MySQL type of the type tests (``tests/merge/test_merge_types.py``'s columns: DECIMAL,
     BIGINT UNSIGNED above 2^63, temporal types with microseconds, YEAR, JSON, ENUM, SET, BIT,
     binaries, utf8mb4), keyed and keyless, inserted, updated to other values and from NULLs."""
-    from test_merge_types import COLUMNS, FILL_NULLS, NULLS, ROW_1, ROW_2, UPDATE_ALL
+    from test_merge_types import FILL_NULLS, UPDATE_ALL, type_tables
 
     db = pipeline.database
-    first = pipeline.capture([
-        f"CREATE DATABASE {db}", f"USE {db}",
-        f"CREATE TABLE types (id INT NOT NULL PRIMARY KEY, {COLUMNS})", f"CREATE TABLE bag ({COLUMNS})",
-        f"INSERT INTO types VALUES (1, {ROW_1}), (2, {ROW_2}), (3, {NULLS})",
-        f"INSERT INTO bag VALUES ({ROW_1}), ({ROW_1}), ({ROW_2}), ({NULLS}), ({NULLS})",
-    ])
+    first = pipeline.capture(type_tables(db))
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
     kind.assert_equal(pipeline)
     second = pipeline.capture([

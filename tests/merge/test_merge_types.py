@@ -58,6 +58,17 @@ FILL_NULLS = (
 )
 
 
+def type_tables(db: str) -> list[str]:
+    """The type tests' first batch: ``types`` (keyed) and ``bag`` (no key: applied by full row
+    image) with every column, two rows of values and one of NULLs (the bag holds duplicates)."""
+    return [
+        f"CREATE DATABASE {db}", f"USE {db}",
+        f"CREATE TABLE types (id INT NOT NULL PRIMARY KEY, {COLUMNS})", f"CREATE TABLE bag ({COLUMNS})",
+        f"INSERT INTO types VALUES (1, {ROW_1}), (2, {ROW_2}), (3, {NULLS})",
+        f"INSERT INTO bag VALUES ({ROW_1}), ({ROW_1}), ({ROW_2}), ({NULLS}), ({NULLS})",
+    ]
+
+
 # the first batch goes through spark-submit (small tables: netted on the driver), the second
 # in-process, netted on the driver (DRIVER_NET_ROWS) or by Spark (0)
 @pytest.mark.parametrize("flavor, driver_rows",
@@ -66,15 +77,7 @@ FILL_NULLS = (
 def test_every_type_round_trips_through_the_merge(make_pipeline, spark, tmp_path, flavor, driver_rows):
     pipeline = make_pipeline(flavor=flavor)
     leader, follower, db = pipeline.leader, pipeline.follower, pipeline.database
-    inserts = [
-        f"CREATE DATABASE {db}",
-        f"USE {db}",
-        f"CREATE TABLE types (id INT NOT NULL PRIMARY KEY, {COLUMNS})",
-        f"CREATE TABLE bag ({COLUMNS})",  # no key: applied by full row image
-        f"INSERT INTO types VALUES (1, {ROW_1}), (2, {ROW_2}), (3, {NULLS})",
-        f"INSERT INTO bag VALUES ({ROW_1}), ({ROW_1}), ({ROW_2}), ({NULLS}), ({NULLS})",
-    ]
-    first = pipeline.capture(inserts)
+    first = pipeline.capture(type_tables(db))
     result = spark_submit(pipeline, first, tmp_path / "job")
     assert result.returncode == 0, job_output(result)[-4000:]
     assert_same_database(leader, follower, db)

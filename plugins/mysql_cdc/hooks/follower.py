@@ -58,8 +58,8 @@ FollowerRef = Union[str, Mapping[str, Any], None]
 
 def follower_reference(follower: FollowerRef) -> dict[str, Any]:
     """The reference as a mapping: a connection id (or None: the default one) is a MySQL follower."""
-    if follower is None or isinstance(follower, str):
-        return {"kind": CONNECTION_KIND, "conn_id": follower or DEFAULT_FOLLOWER_CONN_ID}
+    if follower is None or isinstance(follower, str):  # the short form: the connection kind's own reference
+        return kind(CONNECTION_KIND).reference({"conn_id": follower or DEFAULT_FOLLOWER_CONN_ID}, None)
     return dict(follower)
 
 

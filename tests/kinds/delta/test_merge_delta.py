@@ -24,7 +24,7 @@ from mysql_cdc.kinds.delta.verify import checksum_sides
 from mysql_cdc.pipeline_options import VerifyOptions
 from mysql_cdc.kinds.delta.state.location import LakeLocation
 from mysql_cdc.merge.job import run_merge
-from test_merge_types import COLUMNS, FILL_NULLS, NULLS, ROW_1, ROW_2, UPDATE_ALL
+from test_merge_types import FILL_NULLS, UPDATE_ALL, type_tables
 
 
 def seed_workload(db: str) -> list[str]:
@@ -140,12 +140,7 @@ def test_every_type_is_exact_in_delta(lake_pipeline, spark, flavor, driver_rows)
     """Netted on the driver (Arrow rows handed to Spark) and by Spark: the same exact values."""
     pipeline = lake_pipeline(flavor=flavor)
     db = pipeline.database
-    first = pipeline.capture([
-        f"CREATE DATABASE {db}", f"USE {db}",
-        f"CREATE TABLE types (id INT NOT NULL PRIMARY KEY, {COLUMNS})", f"CREATE TABLE bag ({COLUMNS})",
-        f"INSERT INTO types VALUES (1, {ROW_1}), (2, {ROW_2}), (3, {NULLS})",
-        f"INSERT INTO bag VALUES ({ROW_1}), ({ROW_1}), ({ROW_2}), ({NULLS}), ({NULLS})",
-    ])
+    first = pipeline.capture(type_tables(db))
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets, driver_rows)
     assert_lake_equals_leader(pipeline)
     second = pipeline.capture([
