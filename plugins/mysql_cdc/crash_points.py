@@ -9,8 +9,8 @@ the checkpoint still carries its pending marker), ``before_swap`` (a snapshot's 
 loaded, the table's position marked swapping), ``after_swap`` (the shadow renamed into the
 table's place, the table's position not yet done), ``between_batches`` (a run's copy applied,
 its catch-up not begun), ``in_executor`` (an executor's Python worker reading the batch's
-files: the executor dies, Spark's task fails and the job with it). A Delta Lake follower's points: ``between_tables`` (one table of a
-segment committed, the next not), ``before_checkpoint`` (every table committed, the checkpoint
+files: the executor dies, Spark's task fails and the job with it). A Delta Lake follower's points: ``between_tables`` (a table of a
+segment committed: its tables commit concurrently, so others may be committed or under way), ``before_checkpoint`` (every table committed, the checkpoint
 not). Snapshot copy points: ``copy_planned`` (the
 plan written, no chunk copied), ``copy_after_chunk`` (one chunk's record written),
 ``copy_before_manifest`` (every chunk and catch-up written, the manifest not). ``<point>@<n>``
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 CRASH_ENV = "MYSQL_CDC_CRASH_AT"
 CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "before_swap", "after_swap", "between_batches",
@@ -30,6 +31,7 @@ CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "before_swap", "a
 
 
 _reached: dict[str, int] = {}  # point -> times this process reached it
+_counting = threading.Lock()  # a point may be reached from several threads (a segment's commits)
 
 
 def crash_point(name: str) -> None:
@@ -37,9 +39,11 @@ def crash_point(name: str) -> None:
     wanted = os.environ.get(CRASH_ENV)
     if wanted is None or wanted.partition("@")[0] != name:
         return
-    _reached[name] = _reached.get(name, 0) + 1
+    with _counting:
+        _reached[name] = _reached.get(name, 0) + 1
+        reached = _reached[name]
     point, _, nth = wanted.partition("@")
-    if _reached[name] == int(nth or 1):
+    if reached == int(nth or 1):
         sys.stderr.write(f"{CRASH_ENV}={wanted}: crashing on purpose (test hook)\n")
         sys.stderr.flush()
         os._exit(137)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -129,7 +130,11 @@ class MariaDBServer:
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
         ]
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        # its own temporary directory: two installs at once in a shared /tmp (parallel test workers)
+        # failed now and then deleting an Aria temp table ("Error on delete of '/tmp/#sql-temptable-...")
+        tmpdir = self.service_dir / "install-tmp"
+        tmpdir.mkdir(exist_ok=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TMPDIR": str(tmpdir)})
         (self.service_dir / "install-db.log").write_text(res.stdout + res.stderr)
         if res.returncode != 0:
             raise ServiceError(

@@ -285,10 +285,11 @@ def test_a_crash_at_each_step_then_the_retry_leaves_every_table_equal(lake_pipel
     assert_lake_equals_leader(pipeline)
     assert pipeline.checkpoint().position == transfer.end
     # each table got the transfer's rows in one commit, though two attempts ran: Delta skipped the
-    # commit the killed attempt had made. `account` had rows: Spark's MERGE. `ledger` was empty: an
-    # append of the driver's Arrow rows by delta-rs (the retry nets on the driver; so did the
-    # killed attempt, but at in_executor)
-    for name, expected in ((f"{db}.account", ("MERGE", "Apache-Spark")), (f"{db}.ledger", ("WRITE", "delta-rs"))):
+    # commit the killed attempt had made. `account` had rows: a MERGE, by delta-rs from the driver's
+    # Arrow rows (a small keyed table; at in_executor the killed attempt's was Spark's). `ledger` was
+    # empty: an append of the driver's Arrow rows by delta-rs (the retry nets on the driver; so did
+    # the killed attempt, but at in_executor)
+    for name, expected in ((f"{db}.account", ("MERGE", "delta-rs")), (f"{db}.ledger", ("WRITE", "delta-rs"))):
         table = pipeline.cut().tables[name]
         writes = [(h["operation"], h["engineInfo"].split(":")[0].split("/")[0]) for h in table.history()
                   if h["operation"] in ("MERGE", "WRITE") and h["version"] > before.versions.get(name, -1)]

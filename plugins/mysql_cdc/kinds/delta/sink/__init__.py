@@ -4,7 +4,9 @@ How a batch lands (``Sink`` methods):
 
 - rows: each table's net rows become one Delta ``MERGE`` (by primary key; a keyless table by its
   full rows as a multiset, ``merges``), committed with ``txnAppId`` = the pipeline (and leader)
-  and ``txnVersion`` = the segment's end position (``state.location.position_version``):
+  and ``txnVersion`` = the segment's end position (``state.location.position_version``). A small
+  keyed table's rows netted on the driver are merged by delta-rs from Arrow, and an empty table's
+  appended, under the same transaction id and with no Spark job (``merges_in_driver``):
   Delta skips a commit it already has, so a retry after a crash at any point re-runs the segment
   and changes only the tables that were not committed yet. When every table of the segment is
   committed, the pipeline's state row moves to the segment's end with every table's Delta
@@ -22,12 +24,15 @@ The pipeline's state is delta-rs's (``mysql_cdc.kinds.delta.state``), written fr
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -45,7 +50,10 @@ from ..state.location import LakeLocation, position_version
 from ..state.tables import StateRow, StateTables
 from ....merge.sink import BatchJob, NetTable, Sink, TableCopy
 from . import changelog, ddl, merges
-from .tables import DeltaTableRef, create_table, follow_schema, overwrite, schema_ddl, table_exists, to_delta
+from .tables import (
+    DeltaTableRef, create_table, follow_schema, lake_columns, overwrite, schema_changes, schema_ddl, table_exists,
+    to_delta,
+)
 
 log = logging.getLogger("mysql_cdc.merge")
 
@@ -55,18 +63,27 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 @dataclass
 class StagedRows:
-    """One table's net rows for the segment's commit: a DataFrame for Spark's MERGE (``rows``), or,
-    for a table still empty, the Arrow rows delta-rs appends (``appended``)."""
+    """One table's net rows for the segment's commit, in Delta values: a DataFrame for Spark's MERGE
+    (``rows``), the Arrow net rows delta-rs merges (``merged``), or, for a table still empty, the
+    Arrow rows delta-rs appends (``appended``)."""
 
     table: TableChanges
     target: DeltaTableRef
     written: int
     rows: DataFrame | None = None  # net rows in Delta values (from Spark's netting: cached for the counts and the MERGE)
+    merged: pa.Table | None = None  # the net rows (with their op) of delta-rs's merge, in Delta values
     appended: pa.Table | None = None  # the rows of an empty table's append, in Delta values
     log: tuple[DeltaTableRef, DataFrame] | None = None  # the changelog table and its new rows
 
 
 _LOCAL_RELATION_ROWS = 100_000  # the most change rows a non-empty table takes netted on the driver
+# delta-rs merges a small keyed table in the driver when its files hold at most this many bytes:
+# it rewrites each file holding a changed row (copy-on-write, ~15 ms per MiB here), where Spark's
+# MERGE marks the rows in a deletion vector but costs 1-3 s of jobs however few the rows (about
+# 0.5 s of rewriting at this size; docs/performance.md, "Delta: small tables in the driver")
+DRIVER_MERGE_BYTES = 32 * 1024 * 1024
+_OPENING_THREADS = 8
+_COMMITTING_THREADS = 8
 
 
 def _report_counts(report: TableReport, counts: Mapping[str, int]) -> int:
@@ -75,6 +92,21 @@ def _report_counts(report: TableReport, counts: Mapping[str, int]) -> int:
     report.updated = counts.get(cr.UPDATE, 0)
     report.deleted = counts.get(cr.DELETE, 0)
     return report.inserted + report.updated + report.deleted
+
+
+@dataclass
+class _Committed:
+    """The tables of a segment committed so far (from several threads): each one's Delta version,
+    and its rows written and seconds."""
+
+    versions: dict[str, int]
+    applied: dict[str, tuple[int, float]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, staged: StagedRows, version: int, seconds: float) -> None:
+        with self.lock:
+            self.versions[staged.target.name] = version
+            self.applied[staged.table.qualified_name] = (staged.written, seconds)
 
 
 class StateMovedError(RuntimeError):
@@ -89,7 +121,7 @@ class DeltaSink(Sink):
         self.job: BatchJob | None = None
         self._session: Callable[[], SparkSession] | None = None
         self._staged: dict[int, list[StagedRows]] = {}
-        self._emptiness: dict[str, bool] = {}  # qualified table name -> no data file, this segment
+        self._opened: dict[str, Any] = {}  # qualified table name -> delta-rs's table (None: missing), this segment
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "DeltaSink":
@@ -171,8 +203,21 @@ class DeltaSink(Sink):
 
     def check_table(self, changes: TableChanges) -> DeltaTableRef:
         target = self.ref(changes.database, changes.table)
-        follow_schema(self.spark(), target, changes.columns)
+        opened = self._open(changes)
+        # the columns as delta-rs read them from the log: Spark runs jobs only for a table to create or change
+        if opened is None or schema_changes(lake_columns(opened), changes.columns, target.name):
+            follow_schema(self.spark(), target, changes.columns)
+            self._opened.pop(changes.qualified_name)
         return target
+
+    def check_tables(self, tables: list[TableChanges]) -> list[DeltaTableRef]:
+        # each table's log is read once per segment (what an earlier segment opened may have changed
+        # since: a DDL, a copy); on object storage a read is mostly waiting for requests, so the
+        # tables of a segment are opened together first
+        self._opened.clear()
+        with ThreadPoolExecutor(_OPENING_THREADS, thread_name_prefix="mysql-cdc delta open") as pool:
+            list(pool.map(self._open, tables))
+        return [self.check_table(t) for t in tables]
 
     def change_metadata(self, table: TableChanges) -> frozenset[str]:
         return changelog.METADATA if changelog.logs_table(self.changelog, table.database, table.table) else frozenset()
@@ -196,20 +241,36 @@ class DeltaSink(Sink):
         # scan). An empty table takes any number: delta-rs appends its Arrow rows, no relation.
         return table.row_count <= _LOCAL_RELATION_ROWS or self._is_empty(table)
 
-    def _is_empty(self, table: TableChanges) -> bool:
-        """No data file (delta-rs's view, the same as ``merges.is_empty``'s): a table just created or
-        emptied, whose net rows are all appended. False for a table that does not exist yet. Asked
-        once per table and segment (``takes_driver_rows`` and ``stage_net_tables`` both need it;
-        ``discard_segment`` forgets the answers, as the segment's commit may change them)."""
+    def _open(self, table: TableChanges):
+        """The table as delta-rs opens it (None: not created yet), once per table and row segment
+        (checking, staging and the commit all read it; ``check_tables`` and ``discard_segment``
+        forget them, and a schema change here reopens it)."""
         from deltalake.exceptions import TableNotFoundError
 
         name = table.qualified_name
-        if name not in self._emptiness:
+        if name not in self._opened:
             try:
-                self._emptiness[name] = not self.delta_rs(table.database, table.table).file_uris()
+                self._opened[name] = self.delta_rs(table.database, table.table)
             except TableNotFoundError:
-                self._emptiness[name] = False
-        return self._emptiness[name]
+                self._opened[name] = None
+        return self._opened[name]
+
+    def _is_empty(self, table: TableChanges) -> bool:
+        """No data file (delta-rs's view, the same as ``merges.is_empty``'s): a table just created or
+        emptied, whose net rows are all appended. False for a table that does not exist yet."""
+        opened = self._open(table)
+        return opened is not None and not opened.file_uris()
+
+    def merges_in_driver(self, table: TableChanges) -> bool:
+        """Whether delta-rs merges the table's net rows netted on the driver, with no Spark job: a
+        keyed table whose files hold at most ``DRIVER_MERGE_BYTES`` (a keyless table's multiset
+        rewrite counts the copies it holds, a Spark join)."""
+        opened = self._open(table)
+        if opened is None or not table.key_columns:
+            return False
+        # (delta-rs gives its add actions as arro3 Arrow: pyarrow takes them through the C data interface)
+        size = pc.sum(pa.table(opened.get_add_actions(flatten=True)).column("size_bytes")).as_py() or 0
+        return size <= DRIVER_MERGE_BYTES
 
     def stage_net_tables(self, job: BatchJob, segment: RowSegment, tables: list[NetTable]) -> list[StagedRows]:
         return [self._stage_net_table(job, segment, t) for t in tables]
@@ -222,6 +283,8 @@ class DeltaSink(Sink):
         staged = StagedRows(table, target, _report_counts(report, counts))
         if self._is_empty(table):
             staged.appended = merges.arrow_inserts(table, net)
+        elif self.merges_in_driver(table):
+            staged.merged = merges.delta_arrow(table, net, (cr.NET_OP,))
         else:
             staged.rows = to_delta(self._frame(net), table.columns, (cr.NET_OP, cr.NET_COUNT))
         return self._keep(job, segment, staged, lambda: self._frame(changes))
@@ -248,36 +311,52 @@ class DeltaSink(Sink):
     def commit_rows(self, job: BatchJob, expected: Checkpoint, staged: list[StagedRows],
                     done: Checkpoint) -> dict[str, tuple[int, float]]:
         row = self._expect(expected)
-        versions = dict(row.versions)
-        applied = {}
-        spark = self.spark()
         txn = (self.app_id(job.batch), position_version(done.position))
-        with self.idempotent(*txn):
-            for i, s in enumerate(staged):
-                if i:
-                    crash_point("between_tables")
-                started = time.monotonic()
-                try:
-                    self._commit_table(spark, s, txn)
-                except Exception as exc:  # noqa: BLE001 - said again naming the table and the recovery
-                    raise TableCommitError.of(s.table.qualified_name, s.written, exc) from exc
-                versions[s.target.name] = self.version(s.table.database, s.table.table)
-                applied[s.table.qualified_name] = (s.written, time.monotonic() - started)
+        committed = _Committed(dict(row.versions))
+        # Each table's commit is its own, idempotent under the segment's transaction id, and the
+        # state row moves only after all of them: in what order, or how many at once, they commit
+        # changes nothing a retry finds. delta-rs's commits run concurrently (on object storage a
+        # commit of a few rows is mostly waiting for requests); Spark's, one after another beside
+        # them, as the session's transaction id is one setting for all of them.
+        by_spark = [s for s in staged if s.log is not None or s.rows is not None]
+        with ThreadPoolExecutor(_COMMITTING_THREADS, thread_name_prefix="mysql-cdc delta commit") as pool:
+            futures = [pool.submit(self._commit_one, s, txn, committed) for s in staged if s not in by_spark]
+            if by_spark:
+                with self.idempotent(*txn):
+                    for s in by_spark:
+                        self._commit_one(s, txn, committed)
+            for future in futures:
+                future.result()
         crash_point("before_checkpoint")
-        self.state.write_state(replace(row, checkpoint=done, versions=versions))
-        return applied
+        self.state.write_state(replace(row, checkpoint=done, versions=committed.versions))
+        return committed.applied
 
-    def _commit_table(self, spark: SparkSession, s: StagedRows, txn: tuple[str, int]) -> None:
-        """One table's commit under the segment's transaction id (Delta skips one it has)."""
+    def _commit_one(self, s: StagedRows, txn: tuple[str, int], committed: "_Committed") -> None:
+        started = time.monotonic()
+        try:
+            version = self._commit_table(s, txn)
+        except Exception as exc:  # noqa: BLE001 - said again naming the table and the recovery
+            raise TableCommitError.of(s.table.qualified_name, s.written, exc) from exc
+        committed.add(s, version, time.monotonic() - started)
+        crash_point("between_tables")
+
+    def _commit_table(self, s: StagedRows, txn: tuple[str, int]) -> int:
+        """One table's commit under the segment's transaction id (Delta skips one it has); returns
+        the table's version after it. Spark's commits run in ``idempotent``."""
         if s.log is not None:
             changelog.append(*s.log)
-        if s.appended is not None:
-            merges.append_arrow(self.delta_rs(s.table.database, s.table.table), s.appended, txn)
-        else:
-            merges.merge_rows(spark, s.target, s.table, s.rows)
+        if s.appended is not None or s.merged is not None:
+            opened = self._open(s.table)
+            if s.appended is not None:
+                merges.append_arrow(opened, s.appended, txn)
+            else:
+                merges.merge_arrow(opened, s.table, s.merged, txn)
+            return opened.version()
+        merges.merge_rows(self.spark(), s.target, s.table, s.rows)
+        return self.version(s.table.database, s.table.table)
 
     def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
-        self._emptiness.clear()
+        self._opened.clear()
         for staged in self._staged.pop(segment.index, []):
             if staged.rows is not None:
                 staged.rows.unpersist()

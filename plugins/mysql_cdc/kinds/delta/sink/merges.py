@@ -3,7 +3,9 @@ table as ONE ``MERGE`` commit: by primary key, or, for a table without one, by f
 multiset. The session's ``txnAppId``/``txnVersion`` (set by the sink) make the commit idempotent.
 
 Into an empty table the net rows are an append (``append_rows``); rows netted on the driver are
-appended by delta-rs straight from Arrow (``append_arrow``), under the same transaction id."""
+appended by delta-rs straight from Arrow (``append_arrow``), under the same transaction id. A small
+keyed table's net rows netted on the driver are merged by delta-rs (``merge_arrow``): the same
+clauses as ``merge_keyed``, with no Spark job (``DeltaSink.merges_in_driver`` says when)."""
 
 from __future__ import annotations
 
@@ -51,29 +53,66 @@ def append_rows(target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> 
     inserts.write.format("delta").mode("append").save(target.path)
 
 
-def arrow_inserts(table: TableChanges, net: pa.Table) -> pa.Table:
-    """``append_rows``'s rows from Arrow net rows: every one but a delete, its table columns in
-    Delta values as ``tables.delta_value`` makes them (a TIME's microseconds; a timestamp without a
-    zone is delta-rs's TIMESTAMP_NTZ as it is)."""
-    inserts = net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE))
-    arrays = [pc.cast(inserts.column(c.name), pa.int64()) if c.arrow_type == "duration[us]" else inserts.column(c.name)
+def delta_arrow(table: TableChanges, rows: pa.Table, extra: tuple[str, ...] = ()) -> pa.Table:
+    """Arrow rows' table columns in Delta values as ``tables.delta_value`` makes them (a TIME's
+    microseconds; a timestamp without a zone is delta-rs's TIMESTAMP_NTZ as it is), with the
+    ``extra`` columns (the net op and count) as they are."""
+    arrays = [pc.cast(rows.column(c.name), pa.int64()) if c.arrow_type == "duration[us]" else rows.column(c.name)
               for c in table.columns]
-    return pa.table(arrays, names=[c.name for c in table.columns])
+    return pa.table(arrays + [rows.column(e) for e in extra], names=[c.name for c in table.columns] + list(extra))
+
+
+def arrow_inserts(table: TableChanges, net: pa.Table) -> pa.Table:
+    """``append_rows``'s rows from Arrow net rows: every one but a delete, in Delta values."""
+    return delta_arrow(table, net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE)))
+
+
+def _done(table, txn: tuple[str, int]) -> bool:
+    """Whether ``table`` (a delta-rs ``DeltaTable``) has a commit of the app at this version or later.
+    Spark skips an idempotent commit it already has by itself; delta-rs does not, so the table's own
+    record of the app's last version is read first: a retry after a crash that followed the commit
+    writes nothing twice."""
+    app_id, version = txn
+    done = table.transaction_version(app_id)
+    return done is not None and done >= version
+
+
+def _commit_properties(txn: tuple[str, int]):
+    from deltalake import CommitProperties, Transaction
+
+    return CommitProperties(app_transactions=[Transaction(*txn)])
 
 
 def append_arrow(table, rows: pa.Table, txn: tuple[str, int]) -> None:
     """Append ``rows`` to ``table`` (a delta-rs ``DeltaTable``), as one commit carrying the
-    transaction id ``txn`` (app id, version). Spark skips an idempotent commit it already has by
-    itself; delta-rs does not, so the table's own record of the app's last version is read first: a
-    retry after a crash that followed this commit appends nothing twice. No rows: no commit."""
-    from deltalake import CommitProperties, Transaction, write_deltalake
+    transaction id ``txn`` (app id, version), unless the table has it. No rows: no commit."""
+    from deltalake import write_deltalake
 
-    app_id, version = txn
-    done = table.transaction_version(app_id)
-    if not rows.num_rows or (done is not None and done >= version):
+    if not rows.num_rows or _done(table, txn):
         return
-    write_deltalake(table, rows, mode="append",
-                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+    write_deltalake(table, rows, mode="append", commit_properties=_commit_properties(txn))
+
+
+def _sql_name(name: str) -> str:
+    # delta-rs parses its predicates and expressions as DataFusion SQL: identifiers in double quotes
+    return '"' + name.replace('"', '""') + '"'
+
+
+def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, int]) -> None:
+    """``merge_keyed`` by delta-rs from Arrow net rows in Delta values (``delta_arrow`` with the net op):
+    one commit carrying ``txn``, unless the table has it. delta-rs honours the table's deletion
+    vectors and column mapping, writes its change data feed, and rewrites the files holding the
+    rows it changes (copy-on-write), which is why only small tables take this path."""
+    if not rows.num_rows or _done(table, txn):
+        return
+    values = {_sql_name(c.name): f"s.{_sql_name(c.name)}" for c in changes.columns}
+    on = " AND ".join(f"t.{_sql_name(k)} = s.{_sql_name(k)}" for k in changes.key_columns)
+    op = f"s.{_sql_name(cr.NET_OP)}"
+    (table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=_commit_properties(txn))
+     .when_matched_delete(predicate=f"{op} = '{cr.DELETE}'")
+     .when_matched_update(updates=values)
+     .when_not_matched_insert(updates=values, predicate=f"{op} <> '{cr.DELETE}'")
+     .execute())
 
 
 def merge_keyed(spark: SparkSession, target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> None:

@@ -132,39 +132,66 @@ def _normal(spark_type: str) -> str:
             "LONG": "BIGINT"}.get(spark_type, spark_type).replace(" ", "")
 
 
+def lake_columns(table) -> dict[str, tuple[str, str]]:
+    """``existing_columns``'s answer for a table delta-rs opened (``deltalake.DeltaTable``): read from
+    the log delta-rs already holds, where Spark would run a job to resolve the table."""
+    columns = {}
+    for field in table.schema().fields:
+        kind = field.type.type if hasattr(field.type, "type") else str(field.type)
+        columns[field.name.lower()] = (field.name, _normal(kind.upper()))
+    return columns
+
+
+@dataclass(frozen=True)
+class SchemaChanges:
+    """What makes a table's columns the batch's: columns to add, to drop, and to widen exactly."""
+
+    added: tuple[ColumnSpec, ...] = ()
+    dropped: tuple[str, ...] = ()
+    widened: tuple[tuple[str, str], ...] = ()  # (the table's column, its new Spark SQL type)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.dropped or self.widened)
+
+
+def schema_changes(existing: dict[str, tuple[str, str]], columns: Sequence[ColumnSpec], where: str) -> SchemaChanges:
+    """The changes that make ``existing`` (``existing_columns``) the batch's ``columns``. A type change
+    that is not an exact widening raises ``FollowerSchemaError`` naming the re-copy that repairs it."""
+    wanted = {c.name.lower(): c for c in columns}
+    widened = []
+    for name, column in wanted.items():
+        if name not in existing:
+            continue
+        have, want = _normal(existing[name][1]), _normal(delta_type(column, where))
+        if have == want:
+            continue
+        if not widens(have, want):
+            raise FollowerSchemaError(
+                f"{where}.{column.name} changed type from {have} to {want} on the leader, which Delta cannot "
+                f"widen exactly; copy the table again: trigger the pipeline with conf {{\"resnapshot\": [\"{where}\"]}}")
+        widened.append((existing[name][0], want))
+    return SchemaChanges(tuple(c for name, c in wanted.items() if name not in existing),
+                         tuple(existing[name][0] for name in existing if name not in wanted), tuple(widened))
+
+
 def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[ColumnSpec]) -> None:
     """Make the table's columns the batch's: create it, add the leader's new columns, drop the
-    ones it dropped, widen a type in place where Delta's widening is exact. A type change that
-    is not raises ``FollowerSchemaError`` naming the re-copy that repairs it. Each step is its own
-    Delta commit, idempotent by the schema it leaves (a retry finds it done)."""
+    ones it dropped, widen a type in place where Delta's widening is exact (``schema_changes``).
+    Each step is its own Delta commit, idempotent by the schema it leaves (a retry finds it done)."""
     existing = existing_columns(spark, table)
     if existing is None:
         create_table(spark, table, columns)
         return
-    wanted = {c.name.lower(): c for c in columns}
-    added = [c for name, c in wanted.items() if name not in existing]
-    dropped = [existing[name][0] for name in existing if name not in wanted]
-    widened = {}
-    for name, column in wanted.items():
-        if name not in existing:
-            continue
-        have, want = _normal(existing[name][1]), _normal(delta_type(column, table.name))
-        if have == want:
-            continue
-        if widens(have, want):
-            widened[existing[name][0]] = want
-            continue
-        raise FollowerSchemaError(
-            f"{table.name}.{column.name} changed type from {have} to {want} on the leader, which Delta cannot "
-            f"widen exactly; copy the table again: trigger the pipeline with conf {{\"resnapshot\": [\"{table.name}\"]}}")
-    if widened:
+    changes = schema_changes(existing, columns, table.name)
+    if changes.widened:
+        widened = dict(changes.widened)
         rows = spark.read.format("delta").load(table.path)
         overwrite(spark, table, rows.select(*[
             F.col(quote(f)).cast(widened[f]).alias(f) if f in widened else F.col(quote(f)) for f in rows.columns]))
-    if dropped:
-        spark.sql(f"ALTER TABLE {table.sql} DROP COLUMNS ({', '.join(quote(d) for d in dropped)})")
-    if added:
-        definition = ", ".join(f"{quote(c.name)} {delta_type(c, table.name)}" for c in added)
+    if changes.dropped:
+        spark.sql(f"ALTER TABLE {table.sql} DROP COLUMNS ({', '.join(quote(d) for d in changes.dropped)})")
+    if changes.added:
+        definition = ", ".join(f"{quote(c.name)} {delta_type(c, table.name)}" for c in changes.added)
         spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({definition})")
 
 

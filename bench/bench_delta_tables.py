@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Benchmark a Delta follower with the shape OLTP schemas send: many tables, few rows each.
+
+    .venv/bin/python bench/bench_delta_tables.py            (--rows 20000 --tables 1,100 for a quick check)
+
+Everything on a real S3 endpoint (moto's server, started here): the change batches and the lake.
+The workload is ``bench_tables``'s (its tables, each with its own schema; 80 % inserts, 10 %
+updates, 10 % deletes, transactions across a handful of tables), and every merge is the real
+``spark-submit --master local[2]`` of the merge job, its own seconds read from its log.
+
+1. ``delta_tables_growth``: ``--rows`` change rows over 1 and over 1,000 tables (``--tables``). A
+   spread's range is captured once per merge, each time as a pipeline of its own (Delta skips a
+   commit whose pipeline already made it: the same pipeline cannot merge a range twice). The
+   first merge writes the tables' first rows (``first_merge_seconds``); the ``--repeat`` merges
+   after it go into the same tables, now holding rows, as a follower's every interval does; their
+   median is the figure. After every merge each table of the lake is read with delta-rs and its
+   (id, version) pairs compared with the leader's, so a fast wrong merge cannot pass.
+   ``delta_tables_growth`` = the most tables' seconds / one table's (target <= 3).
+2. ``delta_small_batch_s`` beside ``mysql_small_batch_s``: ``--small-tables`` tables x
+   ``--small-rows`` change rows (50 x 20), merged into tables that hold rows, into the lake and into
+   a MySQL follower (checked with ``CHECKSUM TABLE``) in the same run; ``delta_small_batch_vs_mysql``
+   = their ratio (target <= 3).
+
+Prints one JSON object as its last line. Servers started here are stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench")]
+
+from bench_merge import position, run_spark_submit  # noqa: E402
+from bench_servers import leader_and_follower  # noqa: E402
+from bench_tables import KEYS, create_tables, log, merge_once, reset_follower, s3_storage, write_changes  # noqa: E402
+from mysql_cdc.capture.filters import TableFilter  # noqa: E402
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, PositionRange  # noqa: E402
+from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
+from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec  # noqa: E402
+from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
+from mysql_cdc.kinds.delta.submit import submit_needs  # noqa: E402
+from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
+from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.storage import StorageSpec  # noqa: E402
+
+KEY = KEYS["bigint"]
+
+
+class Bench:
+    """The servers, the S3 endpoint (batches and lake) and the spark-submit settings of one run."""
+
+    def __init__(self, servers, storage: StorageSpec, work: Path):
+        self.leader, self.follower = servers.leader, servers.follower
+        self.settings, self.follower_settings = servers.leader_settings, servers.follower_settings
+        self.storage = storage
+        self.lake = StorageSpec(storage.uri.rsplit("/", 1)[0] + "/lake", storage.options)
+        self.work = work
+        needs = submit_needs()
+        self.delta_conf = {"spark.jars": ",".join(needs.jars), **dict(needs.conf)}
+        self.captures = 0
+
+    def workload(self, db: str, tables: int, rows: int, on_follower: bool = False) -> tuple[BinlogPosition, BinlogPosition]:
+        """``tables`` new tables of database ``db`` and ``rows`` change rows over them, on the leader
+        (and the tables on the MySQL follower too); returns the range that holds the changes."""
+        create_tables([self.leader, self.follower] if on_follower else [self.leader], db, tables, KEY)
+        start = position(self.settings)
+        write_changes(self.leader, db, tables, rows, KEY)
+        return start, position(self.settings)
+
+    def capture(self, pipeline: str, db: str, start: BinlogPosition, end: BinlogPosition) -> str:
+        request = RangeRequest(pipeline, PositionRange(start, end), TableFilter((f"{db}.*",)))
+        batch = extract_range(self.settings, request, BatchTarget(self.storage.open()))
+        return f"{self.storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
+
+    def delta_merge(self, db: str, tables: int, start: BinlogPosition, end: BinlogPosition) -> dict:
+        """The range captured as a new pipeline and merged into the lake; the lake then checked."""
+        self.captures += 1
+        pipeline = f"{db}_run{self.captures}"
+        uri = self.capture(pipeline, db, start, end)
+        DeltaStateStore(LakeLocation(self.lake)).initialize(Checkpoint(pipeline, start))
+        wall, summary = run_spark_submit(uri, JobSecrets(delta_follower_spec(self.lake), self.storage), self.work,
+                                         "1g", "", self.delta_conf)
+        self.check_lake(db, tables)
+        return {"seconds": summary["seconds"], "wall_seconds": round(wall, 2),
+                "apply_seconds_sum": round(sum(t["apply_seconds"] for t in summary["tables"]), 2)}
+
+    def check_lake(self, db: str, tables: int) -> None:
+        """Every table of the lake (read with delta-rs) holds the leader's (id, version) pairs."""
+        with ThreadPoolExecutor(8) as pool:
+            lake = dict(zip(range(tables), pool.map(lambda i: self.lake_pairs(db, i), range(tables))))
+        leader = self.leader_pairs(db, tables)
+        wrong = [f"{db}.t{i:04d}" for i in range(tables) if lake[i] != leader[i]]
+        if wrong:
+            raise SystemExit(f"the lake differs from the leader in {len(wrong)} tables, e.g. {wrong[:5]}")
+
+    def lake_pairs(self, db: str, i: int) -> list[tuple]:
+        from deltalake import DeltaTable, QueryBuilder
+
+        location = LakeLocation(self.lake)
+        table = DeltaTable(location.table_uri(db, f"t{i:04d}"), storage_options=location.storage_options())
+        # DataFusion's SQL: delta-rs's pyarrow reader refuses the lake's column mapping
+        rows = QueryBuilder().register("t", table).execute("SELECT id, version FROM t ORDER BY id").read_all()
+        return list(zip(*(rows.column(c).to_pylist() for c in ("id", "version"))))
+
+    def leader_pairs(self, db: str, tables: int) -> dict[int, list[tuple]]:
+        conn = self.leader.connect()
+        try:
+            with conn.cursor() as cur:
+                pairs = {}
+                for i in range(tables):
+                    cur.execute(f"SELECT id, version FROM `{db}`.t{i:04d} ORDER BY id")
+                    pairs[i] = [tuple(row) for row in cur.fetchall()]
+                return pairs
+        finally:
+            conn.close()
+
+    def mysql_merges(self, db: str, tables: int, start: BinlogPosition, end: BinlogPosition, repeat: int) -> list[dict]:
+        """The range merged into the MySQL follower: once into its new tables, then ``repeat`` times
+        into the tables emptied (``bench_tables.reset_follower``) from the same checkpoint."""
+        uri = self.capture(db, db, start, end)
+        conn = self.follower.connect()
+        try:
+            ensure_state_tables(conn)
+            write_checkpoint(conn, Checkpoint(db, start))
+        finally:
+            conn.close()
+
+        def secrets() -> JobSecrets:
+            return JobSecrets(mysql_follower_spec(self.follower_settings), self.storage)
+
+        merges = [merge_once(self.leader, self.follower, secrets, self.work, uri, db, tables)]
+        for _ in range(repeat):
+            reset_follower(self.follower, db, tables, Checkpoint(db, start))
+            merges.append(merge_once(self.leader, self.follower, secrets, self.work, uri, db, tables))
+        return merges
+
+
+def median_seconds(merges: list[dict]) -> float:
+    return statistics.median(m["seconds"] for m in merges)
+
+
+def growth(bench: Bench, counts: list[int], rows: int, repeat: int) -> dict:
+    """Each spread's first merge, then its repeats, round the spreads (this machine's speed drifts
+    over minutes: spreads merged one after the other would carry the drift into their ratio)."""
+    ranges = {}
+    first = {}
+    for n in counts:
+        log(f"{n} tables: creating them, writing {rows} change rows, the first merge into the lake ...")
+        ranges[n] = bench.workload(f"dspread_{n}", n, rows)
+        first[n] = bench.delta_merge(f"dspread_{n}", n, *ranges[n])
+    merges: dict[int, list[dict]] = {n: [] for n in counts}
+    for k in range(repeat):
+        for n in counts:
+            log(f"{n} tables: merging {rows} change rows into tables holding rows ({k + 1}/{repeat}) ...")
+            merges[n].append(bench.delta_merge(f"dspread_{n}", n, *ranges[n]))
+    result = {"delta_tables_change_rows": rows}
+    for n in counts:
+        result[f"delta_merge_{n}_tables_seconds"] = median_seconds(merges[n])
+        result[f"delta_merge_{n}_tables_seconds_all_runs"] = [m["seconds"] for m in merges[n]]
+        result[f"delta_merge_{n}_tables_first_merge_seconds"] = first[n]["seconds"]
+    result["delta_tables_growth"] = round(median_seconds(merges[counts[-1]]) / median_seconds(merges[counts[0]]), 2)
+    print(f"delta_tables_growth: {result['delta_tables_growth']} ({counts[-1]} tables / {counts[0]}; target <= 3)")
+    return result
+
+
+def small_batch(bench: Bench, tables: int, rows_per_table: int, repeat: int) -> dict:
+    """The small batch into the lake (into tables holding rows: the first merge is left out) and
+    into the MySQL follower, same run."""
+    db = f"small_{tables}"
+    log(f"a batch of {tables} tables x {rows_per_table} change rows into the lake and into MySQL ...")
+    start, end = bench.workload(db, tables, tables * rows_per_table, on_follower=True)
+    bench.delta_merge(db, tables, start, end)
+    delta = [bench.delta_merge(db, tables, start, end) for _ in range(repeat)]
+    mysql = bench.mysql_merges(db, tables, start, end, repeat)[1:]
+    result = {"delta_small_batch_s": median_seconds(delta), "mysql_small_batch_s": median_seconds(mysql),
+              "delta_small_batch_s_all_runs": [m["seconds"] for m in delta],
+              "mysql_small_batch_s_all_runs": [m["seconds"] for m in mysql]}
+    result["delta_small_batch_vs_mysql"] = round(result["delta_small_batch_s"] / result["mysql_small_batch_s"], 2)
+    print(f"delta_small_batch_s {result['delta_small_batch_s']} s, mysql_small_batch_s {result['mysql_small_batch_s']} s: "
+          f"{result['delta_small_batch_vs_mysql']}x (target <= 3)")
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000, help="change rows of each spread")
+    parser.add_argument("--tables", default="1,1000", help="table counts of the growth figure, comma-separated")
+    parser.add_argument("--small-tables", type=int, default=50)
+    parser.add_argument("--small-rows", type=int, default=20, help="change rows per table of the small batch")
+    parser.add_argument("--repeat", type=int, default=3, help="merges into tables holding rows; the median is reported")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, logs)")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.tables.split(",")]
+    started = time.monotonic()
+    with leader_and_follower("bench-delta-tables-", args.keep) as servers:
+        work = servers.base / "work"
+        work.mkdir()
+        with s3_storage(servers.base) as storage:
+            bench = Bench(servers, storage, work)
+            results = small_batch(bench, args.small_tables, args.small_rows, args.repeat)
+            results.update(growth(bench, counts, args.rows, args.repeat))
+    results["delta_tables_bench_seconds"] = round(time.monotonic() - started, 1)
+    print(json.dumps(results, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
