@@ -70,6 +70,10 @@ ROWS = [
      "the same batch into a 50k-row table", "delta_merge_growth", "<= 3"),
     ("Delta follower: one-row batch, spark-submit (s)", "delta_tiny_run_s", "delta_bare_spark_submit_s",
      "bare spark-submit with the Delta jars", "delta_tiny_run_minus_spark_submit_s", "<= +15 s"),
+    ("Delta follower on S3: 100k change rows over 1,000 tables (s)", "delta_merge_1000_tables_seconds",
+     "delta_merge_1_tables_seconds", "the same rows in one table", "delta_tables_growth", "<= 3"),
+    ("Delta follower on S3: 50 tables x 20 change rows (s)", "delta_small_batch_s", "mysql_small_batch_s",
+     "the same batch into a MySQL follower", "delta_small_batch_vs_mysql", "<= 3"),
 ]
 
 
@@ -140,6 +144,8 @@ def main() -> None:
     results.update(run_child(["bench/bench_lag.py", "--minutes", str(args.lag_minutes)]))
     delta_args = ["bench/bench_delta.py", "--rows", str(args.merge_rows), "--big", str(args.delta_big_rows)]
     results.update(run_child(delta_args))
+    results.update(run_child(["bench/bench_delta_tables.py", "--rows", str(args.tables_rows),
+                              "--repeat", str(args.repeat)]))
     if "snapshot_rss_mb_5m" in results:
         results["snapshot_rss_5m_vs_1m"] = round(results["snapshot_rss_mb_5m"] / results["snapshot_rss_mb_1m"], 3)
     if "extract_rss_mb_1m" in results:

@@ -332,3 +332,43 @@ def test_maintenance_compacts_and_vacuums_and_never_breaks_the_cut(lake_pipeline
 
     run_merge(spark, pipeline.manifest_uri(pending), pipeline.secrets)  # the retry, on the suite's session
     assert_lake_equals_leader(pipeline)
+
+
+def _writers(pipeline: LakePipeline, name: str, since: int) -> list[tuple[str, str]]:
+    """The (operation, engine) of each row commit of a table after its version ``since``."""
+    table = pipeline.cut().tables[name]
+    return [(h["operation"], h["engineInfo"].split(":")[0].split("/")[0]) for h in table.history()
+            if h["operation"] in ("MERGE", "WRITE") and h["version"] > since]
+
+
+@pytest.mark.parametrize("driver_merge_bytes", [None, 0], ids=["small-tables-in-the-driver", "every-merge-by-spark"])
+def test_who_merges_a_table_follows_its_key_and_size_and_the_lake_is_the_same(lake_pipeline, spark, monkeypatch,
+                                                                               driver_merge_bytes):
+    """A small keyed table's net rows are merged by delta-rs in the driver (no Spark job); a keyless
+    one's multiset rewrite, and a keyed table whose files hold more than ``DRIVER_MERGE_BYTES``, by
+    Spark's MERGE. Either way the lake equals the leader, after each batch."""
+    from mysql_cdc.kinds.delta import sink as delta_sink
+
+    if driver_merge_bytes is not None:
+        monkeypatch.setattr(delta_sink, "DRIVER_MERGE_BYTES", driver_merge_bytes)
+    pipeline = lake_pipeline()
+    db = pipeline.database
+    first = pipeline.capture(seed_workload(db))
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    before = pipeline.cut().versions
+    second = pipeline.capture([
+        f"USE {db}", "BEGIN", "UPDATE owner SET name = 'Harold I' WHERE id = 1", "DELETE FROM owner WHERE id = 30",
+        "INSERT INTO owner VALUES (5, 'Ed', NULL)", "INSERT INTO pet VALUES ('Buffy','Harold','dog','f','1989-05-13')",
+        "DELETE FROM pet WHERE name = 'Claws'", "COMMIT",
+    ])
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+
+    assert_lake_equals_leader(pipeline)
+    keyed_engine = "delta-rs" if driver_merge_bytes is None else "Apache-Spark"
+    assert _writers(pipeline, f"{db}.owner", before[f"{db}.owner"]) == [("MERGE", keyed_engine)]
+    assert _writers(pipeline, f"{db}.pet", before[f"{db}.pet"]) == [("MERGE", "Apache-Spark")]
+    # a replay of the batch changes nothing (each table's commit skipped under its transaction id)
+    versions = pipeline.cut().versions
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    assert pipeline.cut().versions == versions
+    assert_lake_equals_leader(pipeline)

@@ -84,6 +84,7 @@ _LOCAL_RELATION_ROWS = 100_000  # the most change rows a non-empty table takes n
 DRIVER_MERGE_BYTES = 32 * 1024 * 1024
 _OPENING_THREADS = 8
 _COMMITTING_THREADS = 8
+_SCHEMA_THREADS = 4
 
 
 def _report_counts(report: TableReport, counts: Mapping[str, int]) -> int:
@@ -202,13 +203,10 @@ class DeltaSink(Sink):
     # -- rows -------------------------------------------------------------------------------------
 
     def check_table(self, changes: TableChanges) -> DeltaTableRef:
-        target = self.ref(changes.database, changes.table)
-        opened = self._open(changes)
-        # the columns as delta-rs read them from the log: Spark runs jobs only for a table to create or change
-        if opened is None or schema_changes(lake_columns(opened), changes.columns, target.name):
-            follow_schema(self.spark(), target, changes.columns)
-            self._opened.pop(changes.qualified_name)
-        return target
+        self._opened.pop(changes.qualified_name, None)  # read afresh: a DDL or a copy may have changed it
+        if self._needs_schema_change(changes):
+            self._follow_schema(changes)
+        return self.ref(changes.database, changes.table)
 
     def check_tables(self, tables: list[TableChanges]) -> list[DeltaTableRef]:
         # each table's log is read once per segment (what an earlier segment opened may have changed
@@ -217,7 +215,25 @@ class DeltaSink(Sink):
         self._opened.clear()
         with ThreadPoolExecutor(_OPENING_THREADS, thread_name_prefix="mysql-cdc delta open") as pool:
             list(pool.map(self._open, tables))
-        return [self.check_table(t) for t in tables]
+        changing = [t for t in tables if self._needs_schema_change(t)]
+        if changing:
+            # Spark's statements (a CREATE TABLE: ~0.7 s, mostly its commit's round trips) run a few
+            # at a time, on the one session, started here before the threads share it
+            self.spark()
+            with ThreadPoolExecutor(_SCHEMA_THREADS, thread_name_prefix="mysql-cdc delta schema") as pool:
+                list(pool.map(self._follow_schema, changing))
+        return [self.ref(t.database, t.table) for t in tables]
+
+    def _needs_schema_change(self, changes: TableChanges) -> bool:
+        """Whether the table is to be created or its columns changed, judged from the columns
+        delta-rs read from its log (a ``FollowerSchemaError`` for a change Delta cannot make): only
+        then does Spark run anything for it."""
+        opened = self._open(changes)
+        return opened is None or bool(schema_changes(lake_columns(opened), changes.columns, changes.qualified_name))
+
+    def _follow_schema(self, changes: TableChanges) -> None:
+        follow_schema(self.spark(), self.ref(changes.database, changes.table), changes.columns)
+        self._opened.pop(changes.qualified_name, None)  # opened again when next asked
 
     def change_metadata(self, table: TableChanges) -> frozenset[str]:
         return changelog.METADATA if changelog.logs_table(self.changelog, table.database, table.table) else frozenset()
