@@ -1,7 +1,8 @@
 """The Delta Lake sink's Spark-free parts: what an ALTER TABLE statement does to columns, each MySQL
 type's Delta type (from the batch's Arrow type and from a DDL statement), the transaction version
 of a position, the lake's spellings of one location for delta-rs and for Spark, which tables a lake
-copies again instead of merging, and an empty table's append from Arrow (delta-rs, no Spark)."""
+copies again instead of merging, the schema changes a table needs, and an empty table's append and a
+small table's merge from Arrow (delta-rs, no Spark)."""
 
 import datetime as dt
 
@@ -10,11 +11,12 @@ import pytest
 
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, ColumnSpec, DdlSegment, DdlTarget, RowSegment, TableChanges
 from mysql_cdc.contracts import change_row as cr
-from mysql_cdc.kinds.delta.sink.merges import append_arrow, arrow_inserts
+from mysql_cdc.kinds.delta.sink.merges import append_arrow, arrow_inserts, merge_arrow
 from mysql_cdc.kinds.delta.sink.ddl import added_columns, column_drops, column_renames, created_columns, ddl_delta_type
 from mysql_cdc.kinds.delta.sink.ddl import _existing_value as existing_value
 from mysql_cdc.kinds.delta.sink.recopy import spark_type, tables_to_copy
-from mysql_cdc.kinds.delta.sink.tables import delta_type
+from mysql_cdc.kinds.delta.sink.tables import delta_type, schema_changes
+from mysql_cdc.merge.errors import FollowerSchemaError
 from mysql_cdc.kinds.delta.state.location import LakeLocation, position_version
 from mysql_cdc.storage import StorageSpec
 
@@ -182,3 +184,35 @@ def test_an_arrow_append_is_one_commit_per_transaction_id(tmp_path):
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [1, 2]
     append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 8))  # the next segment's
     assert DeltaTable(uri).version() == 2 and DeltaTable(uri).transaction_version("mysql-cdc/p/leader") == 8
+
+
+def test_a_driver_merge_applies_each_keys_net_row_once_per_transaction_id(tmp_path):
+    """``merge_arrow`` (delta-rs, no Spark): a delete, an update, an insert and a delete of a key the table
+    lacks, on a composite key with names SQL must quote; its retry under the same transaction id
+    changes nothing."""
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"Id": pa.array([1, 1, 2], pa.int32()), "k 2": ["a", "b", "a"], "v": ["x", "y", "z"]}))
+    table = TableChanges("d", "t", (ColumnSpec("Id", "int", "int32", False), ColumnSpec("k 2", "varchar(4)", "string"),
+                                    ColumnSpec("v", "varchar(4)", "string")), ("Id", "k 2"), (), 4)
+    net = pa.table({"Id": pa.array([1, 1, 3, 9], pa.int32()), "k 2": ["a", "b", "a", "a"], "v": [None, "Y", "new", None],
+                    cr.NET_OP: [cr.DELETE, cr.UPDATE, cr.INSERT, cr.DELETE]})
+    merge_arrow(DeltaTable(uri), table, net, ("mysql-cdc/p/leader", 5))
+    merge_arrow(DeltaTable(uri), table, net, ("mysql-cdc/p/leader", 5))  # a retry of the same commit
+    after = DeltaTable(uri)
+    assert after.version() == 1 and after.transaction_version("mysql-cdc/p/leader") == 5
+    assert sorted(after.to_pyarrow_table().to_pylist(), key=lambda r: (r["Id"], r["k 2"])) == [
+        {"Id": 1, "k 2": "b", "v": "Y"}, {"Id": 2, "k 2": "a", "v": "z"}, {"Id": 3, "k 2": "a", "v": "new"}]
+
+
+def test_the_schema_changes_that_make_a_tables_columns_the_batchs():
+    existing = {"id": ("id", "INT"), "n": ("N", "INT"), "gone": ("gone", "STRING")}
+    columns = (ColumnSpec("id", "int", "int32", False), ColumnSpec("n", "bigint", "int64"),
+               ColumnSpec("added", "date", "date32[day]"))
+    changes = schema_changes(existing, columns, "d.t")
+    assert [c.name for c in changes.added] == ["added"]
+    assert changes.dropped == ("gone",) and changes.widened == (("N", "BIGINT"),)
+    assert not schema_changes({"id": ("id", "INT")}, columns[:1], "d.t")
+    with pytest.raises(FollowerSchemaError, match=r"d\.t\.n changed type from BIGINT to INT.*resnapshot"):
+        schema_changes({"n": ("n", "BIGINT")}, (ColumnSpec("n", "int", "int32"),), "d.t")
