@@ -74,6 +74,10 @@ ROWS = [
      "delta_merge_1_tables_seconds", "the same rows in one table", "delta_tables_growth", "<= 3"),
     ("Delta follower on S3: 50 tables x 20 change rows (s)", "delta_small_batch_s", "mysql_small_batch_s",
      "the same batch into a MySQL follower", "delta_small_batch_vs_mysql", "<= 3"),
+    ("... the same two, the lake on the local file system (s)", "delta_merge_1000_tables_seconds_file_lake",
+     "delta_merge_1_tables_seconds_file_lake", "the same rows in one table", "delta_tables_growth_file_lake", ""),
+    ("", "delta_small_batch_s_file_lake", "mysql_small_batch_s_file_lake", "the same batch into a MySQL follower",
+     "delta_small_batch_vs_mysql_file_lake", ""),
 ]
 
 
@@ -146,6 +150,9 @@ def main() -> None:
     results.update(run_child(delta_args))
     results.update(run_child(["bench/bench_delta_tables.py", "--rows", str(args.tables_rows),
                               "--repeat", str(args.repeat)]))
+    # the same with the lake on the local file system: what the object store's requests cost
+    results.update(run_child(["bench/bench_delta_tables.py", "--rows", str(args.tables_rows),
+                              "--repeat", str(args.repeat), "--lake", "file"]))
     if "snapshot_rss_mb_5m" in results:
         results["snapshot_rss_5m_vs_1m"] = round(results["snapshot_rss_mb_5m"] / results["snapshot_rss_mb_1m"], 3)
     if "extract_rss_mb_1m" in results:
