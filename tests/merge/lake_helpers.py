@@ -136,7 +136,10 @@ def lake_rows(pipeline: LakePipeline, leader, database: str, table: str) -> Coun
 
     columns = leader_columns(leader, database, table)
     delta = pipeline.cut().tables[f"{database}.{table}"]
-    selected = ", ".join('"' + c + '"' for c, _ in columns)
+    # the lake's spelling of each column: MySQL's names ignore case, and a rename that changed only
+    # a column's case leaves the lake's as it was
+    spelled = {f.name.lower(): f.name for f in delta.schema().fields}
+    selected = ", ".join('"' + spelled.get(c.lower(), c) + '"' for c, _ in columns)
     arrow = pa.table(QueryBuilder().register("t", delta).execute(f"SELECT {selected} FROM t").read_all())
     return Counter(tuple(_plain(v, t) for v, (_, t) in zip(row.values(), columns)) for row in arrow.to_pylist())
 

@@ -184,16 +184,20 @@ def test_an_arrow_append_is_one_commit_per_transaction_id(tmp_path):
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [1, 2]
     append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 8))  # the next segment's
     assert DeltaTable(uri).version() == 2 and DeltaTable(uri).transaction_version("mysql-cdc/p/leader") == 8
+    # a batch that spells the column in another case (MySQL's names ignore case) appends to it
+    append_arrow(DeltaTable(uri), pa.table({"ID": pa.array([3], pa.int64())}), ("mysql-cdc/p/leader", 10))
+    assert sorted(DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [1, 1, 2, 2, 3]
 
 
 def test_a_driver_merge_applies_each_keys_net_row_once_per_transaction_id(tmp_path):
     """``merge_arrow`` (delta-rs, no Spark): a delete, an update, an insert and a delete of a key the table
-    lacks, on a composite key with names SQL must quote; its retry under the same transaction id
-    changes nothing."""
+    lacks, on a composite key with names SQL must quote, a column the table spells in another case;
+    its retry under the same transaction id changes nothing."""
     from deltalake import DeltaTable, write_deltalake
 
     uri = str(tmp_path / "t")
-    write_deltalake(uri, pa.table({"Id": pa.array([1, 1, 2], pa.int32()), "k 2": ["a", "b", "a"], "v": ["x", "y", "z"]}))
+    # the table spells a column "V", the batch "v" (MySQL's names ignore case; a case-only rename keeps the lake's)
+    write_deltalake(uri, pa.table({"Id": pa.array([1, 1, 2], pa.int32()), "k 2": ["a", "b", "a"], "V": ["x", "y", "z"]}))
     table = TableChanges("d", "t", (ColumnSpec("Id", "int", "int32", False), ColumnSpec("k 2", "varchar(4)", "string"),
                                     ColumnSpec("v", "varchar(4)", "string")), ("Id", "k 2"), (), 4)
     net = pa.table({"Id": pa.array([1, 1, 3, 9], pa.int32()), "k 2": ["a", "b", "a", "a"], "v": [None, "Y", "new", None],
@@ -203,7 +207,7 @@ def test_a_driver_merge_applies_each_keys_net_row_once_per_transaction_id(tmp_pa
     after = DeltaTable(uri)
     assert after.version() == 1 and after.transaction_version("mysql-cdc/p/leader") == 5
     assert sorted(after.to_pyarrow_table().to_pylist(), key=lambda r: (r["Id"], r["k 2"])) == [
-        {"Id": 1, "k 2": "b", "v": "Y"}, {"Id": 2, "k 2": "a", "v": "z"}, {"Id": 3, "k 2": "a", "v": "new"}]
+        {"Id": 1, "k 2": "b", "V": "Y"}, {"Id": 2, "k 2": "a", "V": "z"}, {"Id": 3, "k 2": "a", "V": "new"}]
 
 
 def test_the_schema_changes_that_make_a_tables_columns_the_batchs():

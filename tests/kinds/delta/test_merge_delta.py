@@ -372,3 +372,20 @@ def test_who_merges_a_table_follows_its_key_and_size_and_the_lake_is_the_same(la
     run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
     assert pipeline.cut().versions == versions
     assert_lake_equals_leader(pipeline)
+
+
+def test_a_rename_that_changes_only_a_columns_case_keeps_merging(lake_pipeline, spark):
+    """MySQL's column names ignore case: after ``RENAME COLUMN name TO Name`` the batch says ``Name``
+    where the lake still says ``name``. Spark's MERGE and delta-rs's (a small keyed table: the driver's)
+    both find the column; delta-rs's would otherwise change nothing, silently."""
+    pipeline = lake_pipeline()
+    db = pipeline.database
+    first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}",
+                              "CREATE TABLE owner (id INT PRIMARY KEY, name VARCHAR(40))",
+                              "INSERT INTO owner VALUES (1, 'a'), (2, 'b')"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    second = pipeline.capture([f"USE {db}", "ALTER TABLE owner RENAME COLUMN name TO Name",
+                               "UPDATE owner SET Name = 'A' WHERE id = 1", "INSERT INTO owner VALUES (3, 'c')"])
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    assert lake_rows(pipeline, pipeline.leader, db, "owner") == {(1, "A"): 1, (2, "b"): 1, (3, "c"): 1}

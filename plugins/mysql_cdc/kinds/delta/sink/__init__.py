@@ -80,7 +80,7 @@ _LOCAL_RELATION_ROWS = 100_000  # the most change rows a non-empty table takes n
 # delta-rs merges a small keyed table in the driver when its files hold at most this many bytes:
 # it rewrites each file holding a changed row (copy-on-write, ~15 ms per MiB here), where Spark's
 # MERGE marks the rows in a deletion vector but costs 1-3 s of jobs however few the rows (about
-# 0.5 s of rewriting at this size; docs/performance.md, "Delta: small tables in the driver")
+# 0.5 s of rewriting at this size; docs/performance.md, "What the measurements decided")
 DRIVER_MERGE_BYTES = 32 * 1024 * 1024
 _OPENING_THREADS = 8
 _COMMITTING_THREADS = 8

@@ -90,7 +90,18 @@ def append_arrow(table, rows: pa.Table, txn: tuple[str, int]) -> None:
 
     if not rows.num_rows or _done(table, txn):
         return
-    write_deltalake(table, rows, mode="append", commit_properties=_commit_properties(txn))
+    name = _spelling(table)
+    write_deltalake(table, rows.rename_columns([name(n) for n in rows.column_names]), mode="append",
+                    commit_properties=_commit_properties(txn))
+
+
+def _spelling(table):
+    """A batch column's name as ``table`` (a delta-rs ``DeltaTable``) spells it. MySQL's column names
+    ignore case, and so do Spark's reads and writes; delta-rs's do not (an update of a column it
+    cannot find by its case changes nothing, silently), and a rename that changed only a column's
+    case left the lake's spelling as it was."""
+    spelled = {f.name.lower(): f.name for f in table.schema().fields}
+    return lambda name: spelled.get(name.lower(), name)
 
 
 def _sql_name(name: str) -> str:
@@ -105,8 +116,10 @@ def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, in
     rows it changes (copy-on-write), which is why only small tables take this path."""
     if not rows.num_rows or _done(table, txn):
         return
-    values = {_sql_name(c.name): f"s.{_sql_name(c.name)}" for c in changes.columns}
-    on = " AND ".join(f"t.{_sql_name(k)} = s.{_sql_name(k)}" for k in changes.key_columns)
+    name = _spelling(table)
+    rows = rows.rename_columns([name(n) for n in rows.column_names])
+    values = {_sql_name(name(c.name)): f"s.{_sql_name(name(c.name))}" for c in changes.columns}
+    on = " AND ".join(f"t.{_sql_name(name(k))} = s.{_sql_name(name(k))}" for k in changes.key_columns)
     op = f"s.{_sql_name(cr.NET_OP)}"
     (table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=_commit_properties(txn))
      .when_matched_delete(predicate=f"{op} = '{cr.DELETE}'")
