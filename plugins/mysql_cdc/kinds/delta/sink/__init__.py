@@ -334,9 +334,11 @@ class DeltaSink(Sink):
         # changes nothing a retry finds. delta-rs's commits run concurrently (on object storage a
         # commit of a few rows is mostly waiting for requests); Spark's, one after another beside
         # them, as the session's transaction id is one setting for all of them.
-        by_spark = [s for s in staged if s.log is not None or s.rows is not None]
+        by_spark, by_delta_rs = [], []
+        for s in staged:
+            (by_spark if s.log is not None or s.rows is not None else by_delta_rs).append(s)
         with ThreadPoolExecutor(_COMMITTING_THREADS, thread_name_prefix="mysql-cdc delta commit") as pool:
-            futures = [pool.submit(self._commit_one, s, txn, committed) for s in staged if s not in by_spark]
+            futures = [pool.submit(self._commit_one, s, txn, committed) for s in by_delta_rs]
             if by_spark:
                 with self.idempotent(*txn):
                     for s in by_spark:
