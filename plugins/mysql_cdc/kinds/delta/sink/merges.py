@@ -90,18 +90,20 @@ def append_arrow(table, rows: pa.Table, txn: tuple[str, int]) -> None:
 
     if not rows.num_rows or _done(table, txn):
         return
-    name = _spelling(table)
-    write_deltalake(table, rows.rename_columns([name(n) for n in rows.column_names]), mode="append",
-                    commit_properties=_commit_properties(txn))
+    write_deltalake(table, _spelled(table, rows)[1], mode="append", commit_properties=_commit_properties(txn))
 
 
-def _spelling(table):
-    """A batch column's name as ``table`` (a delta-rs ``DeltaTable``) spells it. MySQL's column names
-    ignore case, and so do Spark's reads and writes; delta-rs's do not (an update of a column it
-    cannot find by its case changes nothing, silently), and a rename that changed only a column's
-    case left the lake's spelling as it was."""
+def _spelled(table, rows: pa.Table):
+    """How ``table`` (a delta-rs ``DeltaTable``) spells a batch column's name, and ``rows`` with their
+    columns named so. MySQL's column names ignore case, and so do Spark's reads and writes; delta-rs's
+    do not (an update of a column it cannot find by its case changes nothing, silently), and a rename
+    that changed only a column's case left the lake's spelling as it was."""
     spelled = {f.name.lower(): f.name for f in table.schema().fields}
-    return lambda name: spelled.get(name.lower(), name)
+
+    def name(column: str) -> str:
+        return spelled.get(column.lower(), column)
+
+    return name, rows.rename_columns([name(n) for n in rows.column_names])
 
 
 def _sql_name(name: str) -> str:
@@ -116,8 +118,7 @@ def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, in
     rows it changes (copy-on-write), which is why only small tables take this path."""
     if not rows.num_rows or _done(table, txn):
         return
-    name = _spelling(table)
-    rows = rows.rename_columns([name(n) for n in rows.column_names])
+    name, rows = _spelled(table, rows)
     values = {_sql_name(name(c.name)): f"s.{_sql_name(name(c.name))}" for c in changes.columns}
     on = " AND ".join(f"t.{_sql_name(name(k))} = s.{_sql_name(name(k))}" for k in changes.key_columns)
     op = f"s.{_sql_name(cr.NET_OP)}"
