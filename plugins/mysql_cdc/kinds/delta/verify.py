@@ -5,6 +5,7 @@ value on both sides), against the leader's rows hashed the same way."""
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 from ...monitor.chunks import Chunk, ChunkSum, TableShape
