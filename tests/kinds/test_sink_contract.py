@@ -10,7 +10,7 @@ follower's flavors, a lake's changelog tables and maintenance)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import pytest
@@ -18,12 +18,21 @@ import pytest
 from lake_helpers import assert_lake_equals_leader, lake_submit
 from merge_helpers import assert_same_database, job_output, spark_submit
 from mysql_cdc.capture.filters import TableFilter
+from mysql_cdc.contracts import BinlogPosition
 from mysql_cdc.kinds import KINDS
 from mysql_cdc.kinds.delta.state.location import LakeLocation
 from mysql_cdc.kinds.delta.verify import checksum_sides as lake_checksums
 from mysql_cdc.kinds.mysql.state import MySQLStateStore
 from mysql_cdc.kinds.mysql.verify import checksum_sides as mysql_checksums
+from mysql_cdc.merge import netting
+from mysql_cdc.merge.errors import CheckpointError
 from mysql_cdc.merge.job import run_merge
+from mysql_cdc.merge.reader import change_schema
+from mysql_cdc.merge.report import TableReport
+from mysql_cdc.merge.sink import ArrowRows, BatchJob, NetRows, SparkRows
+from mysql_cdc.merge.spark_read import read_changes
+from mysql_cdc.merge.transforms import after_checkpoint, net_changes
+from mysql_cdc.storage import read_manifest
 from mysql_cdc.monitor.verify import verify_pipeline
 from mysql_cdc.pipeline_options import VerifyOptions
 
@@ -154,6 +163,50 @@ def _crash_then_retry(kind, pipeline, spark, batch, point, work_dir):
     run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)  # the retry
     kind.assert_equal(pipeline)
     assert run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets).noop
+
+
+def _net_rows(job: BatchJob, segment, targets, position, netted: str) -> list[NetRows]:
+    """The segment's tables' net rows after ``position`` as the merge hands them to a writer, netted
+    on the driver (Arrow) or by Spark (DataFrames)."""
+    tables = segment.tables
+    if netted == "driver":
+        items = [(change_schema(t, frozenset()), t, position) for t in tables]
+        rows = [ArrowRows(*pair) for pair in netting.read_and_net(job.store, job.batch.prefix, items)]
+    else:
+        changes = [after_checkpoint(read_changes(job.spark(), job.storage, job.batch.prefix, t, frozenset()), position)
+                   for t in tables]
+        rows = [SparkRows(c, net_changes(c, t)) for c, t in zip(changes, tables)]
+    return [NetRows(i, t, targets[i], r, TableReport(t.qualified_name, t.row_count))
+            for i, (t, r) in enumerate(zip(tables, rows))]
+
+
+@pytest.mark.parametrize("netted", ["driver", "spark"])
+def test_a_segments_commit_refuses_a_checkpoint_that_moved_and_writes_nothing(kind, pipeline, spark, netted):
+    """The writer's commit carries the checkpoint it expects: given one the follower is not at (as
+    when another merge of the pipeline moved it), it refuses with ``CheckpointError`` and nothing it
+    staged reaches the follower (a keyless table's row would be there twice after the real merge)."""
+    db = pipeline.database
+    first = pipeline.capture(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1)", "INSERT INTO bag VALUES (1, 'p')"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    second = pipeline.capture([f"USE {db}", "INSERT INTO keyed VALUES (2, 'b', 2)", "INSERT INTO bag VALUES (1, 'p')"])
+    store = pipeline.secrets.storage.open()
+    batch = read_manifest(store, pipeline.manifest_uri(second))
+    (segment,) = [s for s in batch.segments if s.kind == "rows"]
+    at = pipeline.checkpoint()
+    elsewhere = replace(at, position=BinlogPosition(at.position.file, at.position.offset + 1))
+    done = replace(at, position=segment.end, batch_id=batch.batch_id)
+    with pipeline.secrets.sink.sink(batch.server_flavor) as sink:
+        job = BatchJob(lambda: spark, pipeline.secrets.storage, store, batch)
+        sink.begin(job)
+        targets = sink.check_tables(list(segment.tables))
+        with sink.segment(job, segment, elsewhere) as writer:
+            writer.apply(_net_rows(job, segment, targets, at.position, netted))
+            with pytest.raises(CheckpointError, match=f"checkpoint of pipeline '{pipeline.name}' moved"):
+                writer.commit(done)
+    assert pipeline.checkpoint().position == at.position
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    kind.assert_equal(pipeline)
+    assert pipeline.checkpoint().position == second.end
 
 
 def test_a_crash_at_each_point_of_a_row_segment_then_the_retry(kind, pipeline, spark, tmp_path):

@@ -2,8 +2,8 @@
 follower kind. ``spark_jobs/merge_batch.py`` is its spark-submit entry point and only wires these.
 
 - ``job``: the job's steps (read, net, stage, apply per segment kind) and ``run_merge``;
-- ``sink``: the narrow commit API a follower kind implements (``Sink``), and what the job hands
-  it (``BatchJob``, ``NetTable``, ``TableCopy``);
+- ``sink``: the narrow commit API a follower kind implements (``Sink``, and its per-segment
+  ``SegmentWriter``), and what the job hands it (``BatchJob``, ``NetRows``, ``TableCopy``);
 - ``reader``: a table's change rows read from the batch as Arrow, by executors (``read_units``)
   or on the driver (``read_tables``, packs included; ``compiled_read``: the compiled core's
   reader of small files); ``spark_read``: the same as DataFrames;

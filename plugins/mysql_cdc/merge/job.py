@@ -6,11 +6,10 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
 - ``rows``: for each table, executors read its Parquet files (``read.read_changes``), keep the
   rows after the checkpoint and net them (``transforms``); the sink prepares them (tables of a
   segment concurrently), then applies all tables of the segment and moves the checkpoint in one
-  commit. A table of up to ``driver_rows`` change rows (``merge.netting.DRIVER_NET_ROWS``: 1M)
-  is read, netted and prepared right here on the driver when its sink can take it
-  (``Sink.takes_driver_rows``): no Spark job reads and nets it; their stages cost more than
-  such a table's rows. Such tables go to the sink in groups (``driver_groups``,
-  ``Sink.stage_net_tables``): what a sink does per column, it then does once per group.
+  commit (``Sink.segment``: a ``SegmentWriter``). A table of up to ``driver_rows`` change rows
+  (``merge.netting.DRIVER_NET_ROWS``: 1M) is read and netted right here on the driver: no Spark
+  job reads and nets it; their stages cost more than such a table's rows. Such tables go to the
+  writer in groups (``driver_groups``): what a sink does per column, it then does once per group.
 - ``ddl``: replayed by the sink, exactly once.
 - ``snapshot``: one table's copy, its chunks caught up to one position (``transforms``), put in
   the table's place by the sink, which records the table's position.
@@ -41,7 +40,7 @@ from ..contracts import (
 from ..contracts import change_row as cr
 from ..retry_policy import describe, server_error_code
 from ..crash_points import crash_point
-from .sink import BatchJob, NetTable, Sink, TableCopy
+from .sink import ArrowRows, BatchJob, NetRows, SegmentWriter, Sink, SparkRows, TableCopy
 from ..state_store import StateStore
 from ..storage import StorageSpec, read_manifest
 from ..text import plural
@@ -70,7 +69,7 @@ class _Context:
 
     def on_driver(self, table) -> bool:
         """Whether a table's rows are netted on the driver (``merge.netting``), not by Spark."""
-        return table.row_count <= self.driver_rows and self.sink.takes_driver_rows(table)
+        return table.row_count <= self.driver_rows
 
     @property
     def batch(self) -> ChangeBatch:
@@ -82,50 +81,50 @@ class _Context:
 
 @dataclass
 class _SegmentStaging:
-    """What staging one row segment's tables shares: its tables' targets (``Sink.check_tables``),
-    the checkpoint it starts from and the tables' reports."""
+    """What staging one row segment's tables shares: its writer, its tables' targets
+    (``Sink.check_tables``), the checkpoint it starts from and the tables' reports."""
 
     ctx: _Context
-    segment: RowSegment
+    writer: SegmentWriter
     checkpoint: Checkpoint
     targets: dict[int, Any]
     reports: dict[int, TableReport]
+
+    @property
+    def segment(self) -> RowSegment:
+        return self.writer.segment
+
+    def net_rows(self, i: int, rows: ArrowRows | SparkRows) -> NetRows:
+        return NetRows(i, self.segment.tables[i], self.targets[i], rows, self.reports[i])
 
     def position(self, table: TableChanges) -> BinlogPosition:
         # a table copied by a snapshot after the checkpoint has its changes up to the copy already
         return table_position(self.checkpoint, self.ctx.positions, table.database, table.table)
 
 
-def _stage_through_spark(st: _SegmentStaging, indexes: list[int]) -> list:
-    """Tables read and netted by Spark, each prepared by the sink (one per call: their jobs run
+def _stage_through_spark(st: _SegmentStaging, i: int) -> None:
+    """A table read and netted by Spark, staged by the writer (one per call: their jobs run
     concurrently)."""
-    ctx, staged = st.ctx, []
-    for i in indexes:
-        started = time.monotonic()
-        table = st.segment.tables[i]
-        changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table,
-                               ctx.sink.change_metadata(table))
-        changes = after_checkpoint(changes, st.position(table))
-        staged.append(ctx.sink.stage_rows(ctx.job, st.segment, i, st.targets[i], changes,
-                                          net_changes(changes, table), st.reports[i]))
-        st.reports[i].stage_seconds = time.monotonic() - started
-    return staged
+    started = time.monotonic()
+    ctx, table = st.ctx, st.segment.tables[i]
+    changes = read_changes(ctx.job.spark(), ctx.job.storage, ctx.batch.prefix, table, ctx.sink.change_metadata(table))
+    changes = after_checkpoint(changes, st.position(table))
+    st.writer.apply([st.net_rows(i, SparkRows(changes, net_changes(changes, table)))])
+    st.reports[i].stage_seconds = time.monotonic() - started
 
 
 def _stage_driver_tables(st: _SegmentStaging, indexes: list[int],
-                         packed: Callable[[], PackedBytes] | None = None) -> list:
-    """Tables read and netted here on the driver (``merge.netting``), then prepared by the sink in
+                         packed: Callable[[], PackedBytes] | None = None) -> None:
+    """Tables read and netted here on the driver (``merge.netting``), then staged by the writer in
     one pass. ``packed``: the group's bytes in packs, fetched ahead."""
     started = time.monotonic()
     ctx, tables = st.ctx, [st.segment.tables[i] for i in indexes]
     items = [(change_schema(t, ctx.sink.change_metadata(t)), t, st.position(t)) for t in tables]
     netted = netting.read_and_net(ctx.job.store, ctx.batch.prefix, items, packed() if packed else None)
-    staged = ctx.sink.stage_net_tables(ctx.job, st.segment, [NetTable(i, st.targets[i], changes, net, st.reports[i])
-                                                             for i, (changes, net) in zip(indexes, netted)])
+    st.writer.apply([st.net_rows(i, ArrowRows(changes, net)) for i, (changes, net) in zip(indexes, netted)])
     share = (time.monotonic() - started) / len(indexes)  # tables prepared together: each its share
     for i in indexes:
         st.reports[i].stage_seconds = share
-    return staged
 
 
 class _ReadAhead:
@@ -174,11 +173,26 @@ def driver_groups(tables: list, indexes: list[int]) -> list[list[int]]:
     return groups
 
 
-def _discard(ctx: _Context, segment: RowSegment | SnapshotSegment) -> None:
-    try:
-        ctx.sink.discard_segment(ctx.job, segment)
-    except Exception:  # noqa: BLE001 - the next attempt drops them; keep the real error
-        log.warning("could not drop what was prepared for segment %d", segment.index, exc_info=True)
+def _stage_tables(st: _SegmentStaging, with_files: list[int]) -> None:
+    """Stage the tables (indexes of the segment's tables that have change rows) through the
+    segment's writer, Spark's and the driver's at once."""
+    # The tables' Spark jobs run concurrently: a small table's job is mostly latency (task
+    # scheduling, Python workers, follower round trips), which overlaps well. A large table
+    # netted on the driver is mostly Arrow and numpy work outside the GIL: two at a time. A
+    # group of small tables is Python under the GIL: one group at a time, as two only contend
+    # (a thousand small tables: 3.4 s one group at a time, 3.4-4.2 s two at a time).
+    tables = st.segment.tables
+    on_driver = [i for i in with_files if st.ctx.on_driver(tables[i])]
+    through_spark = sorted(set(with_files) - set(on_driver))
+    groups = driver_groups(tables, on_driver)
+    small = [group for group in groups if len(group) > 1]
+    with ThreadPoolExecutor(_STAGING_THREADS) as spark_pool, ThreadPoolExecutor(_DRIVER_THREADS) as large_pool, \
+            ThreadPoolExecutor(1) as small_pool, _ReadAhead(st.ctx, st.segment, small) as ahead:
+        work = [small_pool.submit(_stage_driver_tables, st, group, ahead.taker(k)) for k, group in enumerate(small)]
+        work += [large_pool.submit(_stage_driver_tables, st, group) for group in groups if len(group) == 1]
+        work += [spark_pool.submit(_stage_through_spark, st, i) for i in through_spark]
+        for future in work:
+            future.result()
 
 
 def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint) -> Checkpoint:
@@ -191,28 +205,11 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
     reports = {i: TableReport(segment.tables[i].qualified_name, segment.tables[i].row_count) for i in live}
     # every table is checked before anything is staged: a bad table leaves the follower untouched
     targets = dict(zip(live, ctx.sink.check_tables([segment.tables[i] for i in live])))
-    try:
+    with ctx.sink.segment(ctx.job, segment, checkpoint) as writer:
         if any(segment.tables[i].files and not ctx.on_driver(segment.tables[i]) for i in live):
             ctx.job.spark()  # start Spark (if this is its first use) before the threads below share it
-        # The tables' Spark jobs run concurrently: a small table's job is mostly latency (task
-        # scheduling, Python workers, follower round trips), which overlaps well. A large table
-        # netted on the driver is mostly Arrow and numpy work outside the GIL: two at a time. A
-        # group of small tables is Python under the GIL: one group at a time, as two only contend
-        # (a thousand small tables: 3.4 s one group at a time, 3.4-4.2 s two at a time).
-        with_files = [i for i in live if segment.tables[i].files]
-        on_driver = [i for i in with_files if ctx.on_driver(segment.tables[i])]
-        through_spark = sorted(set(with_files) - set(on_driver))
-        groups = driver_groups(segment.tables, on_driver)
-        small = [group for group in groups if len(group) > 1]
-        st = _SegmentStaging(ctx, segment, checkpoint, targets, reports)
-        with ThreadPoolExecutor(_STAGING_THREADS) as spark_pool, ThreadPoolExecutor(_DRIVER_THREADS) as large_pool, \
-                ThreadPoolExecutor(1) as small_pool, _ReadAhead(ctx, segment, small) as ahead:
-            work = [(group, small_pool.submit(_stage_driver_tables, st, group, ahead.taker(k)))
-                    for k, group in enumerate(small)]
-            work += [(group, large_pool.submit(_stage_driver_tables, st, group)) for group in groups if len(group) == 1]
-            work += [([i], spark_pool.submit(_stage_through_spark, st, [i])) for i in through_spark]
-            by_index = {i: s for indexes, future in work for i, s in zip(indexes, future.result())}
-        staged = [by_index[i] for i in with_files]  # in the segment's order
+        _stage_tables(_SegmentStaging(ctx, writer, checkpoint, targets, reports),
+                      [i for i in live if segment.tables[i].files])
         crash_point("after_staging")
         done = Checkpoint(
             ctx.batch.pipeline, segment.end,
@@ -221,11 +218,9 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
             ctx.batch.batch_id, gtid_set=segment.gtid_set, leader_id=ctx.batch.leader_id,
         )
         started = time.monotonic()
-        applied = ctx.sink.commit_rows(ctx.job, checkpoint, staged, done)
+        applied = writer.commit(done)
         # (tables whose rows were sent during staging count follower seconds spent before the commit)
         commit_seconds = max(0.0, time.monotonic() - started - sum(seconds for _, seconds in applied.values()))
-    finally:
-        _discard(ctx, segment)
     for report in reports.values():
         report.rows_written, report.apply_seconds = applied.get(report.table, (0, 0.0))
         ctx.summary.add(report)

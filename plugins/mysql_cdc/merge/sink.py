@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from ..contracts import ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TableChanges
 from ..storage import ObjectStore, StorageSpec
@@ -14,6 +15,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from .report import TableReport
+
+log = logging.getLogger("mysql_cdc.merge")
+
+# what a sink's ``check_tables`` returns for a table, and its writer takes back with the table's rows
+Target = TypeVar("Target")
 
 
 @dataclass(frozen=True)
@@ -41,18 +47,95 @@ class TableCopy:
 
 
 @dataclass(frozen=True)
-class NetTable:
-    """One table of a row segment netted on the driver (``merge.netting``), as ``stage_net_tables``
-    takes it."""
+class ArrowRows:
+    """A table's change rows and their net rows, netted here on the driver (``merge.netting``)."""
+
+    changes: "pa.Table"
+    net: "pa.Table"
+
+
+@dataclass(frozen=True)
+class SparkRows:
+    """A table's change rows and their net rows, read and netted by Spark's executors
+    (``merge.transforms``)."""
+
+    changes: "DataFrame"
+    net: "DataFrame"
+
+
+@dataclass(frozen=True)
+class NetRows(Generic[Target]):
+    """One table's rows in a row segment, as the merge hands them to a ``SegmentWriter``: its change
+    rows after the follower's position and their net rows (one per key, with its op and count,
+    ``contracts.change_row``), and the report the writer fills (inserted, updated, deleted).
+
+    Where they were netted is the merge's choice, not the sink's: on the driver up to
+    ``merge.netting.DRIVER_NET_ROWS`` change rows (``rows`` is ``ArrowRows``), by Spark's executors
+    above it (``SparkRows``). A writer works in the form it likes: ``on_driver()`` gives the Arrow
+    rows when there are any, ``in_spark()`` always gives DataFrames (made from the Arrow rows when
+    the driver netted them)."""
 
     index: int  # in the segment's tables
-    target: Any  # what ``check_table`` returned for it
-    changes: "pa.Table"  # its change rows after the follower's position
-    net: "pa.Table"  # their net rows
+    table: TableChanges
+    target: Target  # what ``Sink.check_tables`` returned for the table
+    rows: ArrowRows | SparkRows
     report: "TableReport"
+    _in_spark: list = field(default_factory=list, compare=False, repr=False)  # ``in_spark``'s, once made
+
+    def on_driver(self) -> ArrowRows | None:
+        return self.rows if isinstance(self.rows, ArrowRows) else None
+
+    def in_spark(self, spark: "SparkSession") -> SparkRows:
+        if isinstance(self.rows, SparkRows):
+            return self.rows
+        from .spark_read import spark_schema
+
+        if not self._in_spark:
+            # the schema the executors' read gives the same columns (an Arrow timestamp without a
+            # zone is TIMESTAMP_NTZ there; createDataFrame alone would make it a zoned TIMESTAMP)
+            self._in_spark.append(SparkRows(*(spark.createDataFrame(t, schema=spark_schema(t.schema))
+                                              for t in (self.rows.changes, self.rows.net))))
+        return self._in_spark[0]
 
 
-class Sink(ABC):
+class SegmentWriter(ABC, Generic[Target]):
+    """One row segment's commit in the making, opened by ``Sink.segment`` with the checkpoint the
+    segment starts from (``expected``). ``apply`` stages tables' net rows; ``commit`` applies every
+    staged table and moves the checkpoint to ``done`` as one commit (refused when the checkpoint is
+    no longer ``expected``). Leaving the ``with`` drops what was staged, after the commit or after a
+    failure: nothing staged reaches the follower without the commit."""
+
+    def __init__(self, job: BatchJob, segment: RowSegment, expected: Checkpoint):
+        self.job = job
+        self.segment = segment
+        self.expected = expected
+
+    @abstractmethod
+    def apply(self, tables: list[NetRows[Target]]) -> None:
+        """Stage these tables' net rows for the commit, filling their reports' counts. Called from
+        several threads at once; the tables of one call were netted together (a writer may prepare
+        them in one pass)."""
+
+    @abstractmethod
+    def commit(self, done: Checkpoint) -> dict[str, tuple[int, float]]:
+        """Apply every staged table and move the checkpoint from ``expected`` to ``done``, as one
+        commit; returns (rows written, seconds) per table (``TableChanges.qualified_name``)."""
+
+    @abstractmethod
+    def discard(self) -> None:
+        """Drop what was staged (called when the ``with`` ends)."""
+
+    def __enter__(self) -> "SegmentWriter[Target]":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.discard()
+        except Exception:  # noqa: BLE001 - the next attempt drops it; keep the real error
+            log.warning("could not drop what was prepared for segment %d", self.segment.index, exc_info=True)
+
+
+class Sink(ABC, Generic[Target]):
     """One follower, written by one merge job. Opened per job (``with``); every commit carries
     the checkpoint it expects to find (``expected``) and the one it leaves (``done``), so two
     merges of one pipeline cannot both move it, and the checkpoint always covers exactly the
@@ -87,12 +170,12 @@ class Sink(ABC):
     # -- row segments -----------------------------------------------------------------------------
 
     @abstractmethod
-    def check_table(self, changes: TableChanges) -> Any:
+    def check_table(self, changes: TableChanges) -> Target:
         """The target of a table's changes, checked against the batch's columns (an
         ``merge.errors.FollowerSchemaError`` naming the repair when it cannot take them). What is
-        returned is the sink's own and goes back to it in ``stage_rows``."""
+        returned is the sink's own: it comes back with the table's rows (``NetRows.target``)."""
 
-    def check_tables(self, tables: list[TableChanges]) -> list[Any]:
+    def check_tables(self, tables: list[TableChanges]) -> list[Target]:
         """``check_table`` of several tables (a sink may ask its follower once for all)."""
         return [self.check_table(t) for t in tables]
 
@@ -103,35 +186,9 @@ class Sink(ABC):
         return frozenset()
 
     @abstractmethod
-    def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: Any, changes: "DataFrame",
-                   net: "DataFrame", report: "TableReport") -> Any:
-        """Prepare one table's net rows (``net``: ``merge.transforms.net_changes`` of ``changes``,
-        its change rows after the follower's position) for the segment's commit, filling the
-        report's inserted, updated and deleted counts; called for several tables at once, from
-        threads. Returns what ``commit_rows`` takes for the table."""
-
-    def takes_driver_rows(self, table: TableChanges) -> bool:
-        """Whether ``stage_net_tables`` takes this table's rows netted on the driver (``merge.netting``:
-        the merge job then runs no read-and-net Spark job for it). The job asks only for tables
-        within its own limit (``netting.DRIVER_NET_ROWS``); a sink says where its own handover
-        stops paying. None by default."""
-        return False
-
-    def stage_net_tables(self, job: BatchJob, segment: RowSegment, tables: list["NetTable"]) -> list[Any]:
-        """``stage_rows`` for tables netted on the driver, several at once (a sink may prepare them in
-        one pass): each ``NetTable`` holds, as Arrow, what ``stage_rows`` gets as DataFrames. Returns
-        what ``commit_rows`` takes for each table, in their order. Only called for tables
-        ``takes_driver_rows`` takes."""
-        raise NotImplementedError(f"{type(self).__name__} stages net rows from Spark only")
-
-    @abstractmethod
-    def commit_rows(self, job: BatchJob, expected: Checkpoint, staged: list, done: Checkpoint) -> dict[str, tuple[int, float]]:
-        """Apply every staged table of the segment and move the checkpoint to ``done``, as one
-        commit; returns (rows written, seconds) per table (``TableChanges.qualified_name``)."""
-
-    @abstractmethod
-    def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
-        """Drop what was prepared for the segment (after its commit, or after a failure)."""
+    def segment(self, job: BatchJob, segment: RowSegment, expected: Checkpoint) -> SegmentWriter[Target]:
+        """The writer of one row segment's commit (``with sink.segment(...) as w: w.apply(rows);
+        w.commit(done)``)."""
 
     # -- DDL and copies ---------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """A Delta Lake follower: the leader's table ``db.t`` is the Delta table ``<location>/db/t``.
 
-How a batch lands (``Sink`` methods):
+How a batch lands (``Sink`` methods and ``DeltaSegmentWriter``):
 
 - rows: each table's net rows become one Delta ``MERGE`` (by primary key; a keyless table by its
   full rows as a multiset, ``merges``), committed with ``txnAppId`` = the pipeline (and leader)
@@ -38,17 +38,16 @@ from pyspark.sql import functions as F
 
 from ....merge.report import TableReport
 from ....contracts import (
-    DONE, ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TableChanges, TablePosition,
+    DONE, ChangeBatch, Checkpoint, DdlSegment, RowSegment, TableChanges, TablePosition,
     TablePositions, require_checkpoint,
 )
 from ....contracts import change_row as cr
 from ....crash_points import crash_point
-from ....merge.errors import TableCommitError
-from ....merge.spark_read import spark_schema
+from ....merge.errors import CheckpointError, TableCommitError
 from ..state import same_place
 from ..state.location import LakeLocation, position_version
 from ..state.tables import StateRow, StateTables
-from ....merge.sink import BatchJob, NetTable, Sink, TableCopy
+from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
 from . import changelog, ddl, merges
 from .tables import (
     DeltaTableRef, create_table, follow_schema, lake_columns, overwrite, schema_changes, schema_ddl, table_exists,
@@ -76,7 +75,6 @@ class StagedRows:
     log: tuple[DeltaTableRef, DataFrame] | None = None  # the changelog table and its new rows
 
 
-_LOCAL_RELATION_ROWS = 100_000  # the most change rows a non-empty table takes netted on the driver
 # delta-rs merges a small keyed table in the driver when its files hold at most this many bytes:
 # it rewrites each file holding a changed row (copy-on-write, ~15 ms per MiB here), where Spark's
 # MERGE marks the rows in a deletion vector but costs 1-3 s of jobs however few the rows (about
@@ -110,18 +108,13 @@ class _Committed:
             self.applied[staged.table.qualified_name] = (staged.written, seconds)
 
 
-class StateMovedError(RuntimeError):
-    """Another merge of the pipeline moved its checkpoint meanwhile."""
-
-
-class DeltaSink(Sink):
+class DeltaSink(Sink[DeltaTableRef]):
     def __init__(self, location: LakeLocation, changelog: tuple[str, ...] = ()):
         self.location = location
         self.changelog = changelog  # db.table globs of the tables with a changelog table
         self.state = StateTables(location)
         self.job: BatchJob | None = None
         self._session: Callable[[], SparkSession] | None = None
-        self._staged: dict[int, list[StagedRows]] = {}
         self._opened: dict[str, Any] = {}  # qualified table name -> delta-rs's table (None: missing), this segment
 
     @classmethod
@@ -186,7 +179,7 @@ class DeltaSink(Sink):
     def _expect(self, expected: Checkpoint) -> StateRow:
         row = self._state(expected.pipeline)
         if not same_place(row.checkpoint, expected):
-            raise StateMovedError(
+            raise CheckpointError(
                 f"the checkpoint of pipeline {expected.pipeline!r} moved from {expected.position} to "
                 f"{row.checkpoint.position} during this merge (another merge of the pipeline?); the retry applies "
                 "what is left")
@@ -242,24 +235,9 @@ class DeltaSink(Sink):
         return DeltaTableRef(f"{database}.{table}",
                              self.location.spark_path(self.location.changelog_uri(pipeline, database, table)))
 
-    def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: DeltaTableRef, changes: DataFrame,
-                   net: DataFrame, report: TableReport) -> StagedRows:
-        table = segment.tables[index]
-        rows = to_delta(net, table.columns, (cr.NET_OP, cr.NET_COUNT)).cache()
-        counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
-        staged = StagedRows(table, target, _report_counts(report, counts), rows=rows)
-        return self._keep(job, segment, staged, lambda: changes)
-
-    def takes_driver_rows(self, table: TableChanges) -> bool:
-        # A table netted on the driver reaches a MERGE as one local relation built from its Arrow
-        # rows: ~0.3 s for 100k rows, against the 2-5 s of executors reading and netting any table;
-        # above that the relation's cost grows with the rows (1M: several seconds to build and
-        # scan). An empty table takes any number: delta-rs appends its Arrow rows, no relation.
-        return table.row_count <= _LOCAL_RELATION_ROWS or self._is_empty(table)
-
     def _open(self, table: TableChanges):
         """The table as delta-rs opens it (None: not created yet), once per table and row segment
-        (checking, staging and the commit all read it; ``check_tables`` and ``discard_segment``
+        (checking, staging and the commit all read it; ``check_tables`` and the segment's end
         forget them, and a schema change here reopens it)."""
         from deltalake.exceptions import TableNotFoundError
 
@@ -288,77 +266,10 @@ class DeltaSink(Sink):
         size = pc.sum(pa.table(opened.get_add_actions(flatten=True)).column("size_bytes")).as_py() or 0
         return size <= DRIVER_MERGE_BYTES
 
-    def stage_net_tables(self, job: BatchJob, segment: RowSegment, tables: list[NetTable]) -> list[StagedRows]:
-        return [self._stage_net_table(job, segment, t) for t in tables]
+    def segment(self, job: BatchJob, segment: RowSegment, expected: Checkpoint) -> "DeltaSegmentWriter":
+        return DeltaSegmentWriter(self, job, segment, expected)
 
-    def _stage_net_table(self, job: BatchJob, segment: RowSegment, net_table: NetTable) -> StagedRows:
-        table, target, changes, net, report = (segment.tables[net_table.index], net_table.target, net_table.changes,
-                                               net_table.net, net_table.report)
-        summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
-        counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
-        staged = StagedRows(table, target, _report_counts(report, counts))
-        if self._is_empty(table):
-            staged.appended = merges.arrow_inserts(table, net)
-        elif self.merges_in_driver(table):
-            staged.merged = merges.delta_arrow(table, net, (cr.NET_OP,))
-        else:
-            staged.rows = to_delta(self._frame(net), table.columns, (cr.NET_OP, cr.NET_COUNT))
-        return self._keep(job, segment, staged, lambda: self._frame(changes))
-
-    def _frame(self, rows: pa.Table) -> DataFrame:
-        # the schema the executors' read gives the same columns (an Arrow timestamp without a zone
-        # is TIMESTAMP_NTZ there; createDataFrame alone would make it a zoned TIMESTAMP)
-        return self.spark().createDataFrame(rows, schema=spark_schema(rows.schema))
-
-    def _keep(self, job: BatchJob, segment: RowSegment, staged: StagedRows,
-              changes: Callable[[], DataFrame]) -> StagedRows:
-        """Keep ``staged`` for the segment's commit, with its changelog rows when the table has a
-        changelog (``changes``: the table's change rows, asked only then)."""
-        table = staged.table
-        if self.change_metadata(table):
-            log_rows = changelog.changelog_rows(changes(), table.columns)
-            log_table = self.changelog_ref(job.batch.pipeline, table.database, table.table)
-            # created here, outside the idempotent commit: only the append carries its transaction id
-            changelog.follow(self.spark(), log_table, log_rows.schema)
-            staged.log = (log_table, log_rows)
-        self._staged.setdefault(segment.index, []).append(staged)
-        return staged
-
-    def commit_rows(self, job: BatchJob, expected: Checkpoint, staged: list[StagedRows],
-                    done: Checkpoint) -> dict[str, tuple[int, float]]:
-        row = self._expect(expected)
-        txn = (self.app_id(job.batch), position_version(done.position))
-        committed = _Committed(dict(row.versions))
-        # Each table's commit is its own, idempotent under the segment's transaction id, and the
-        # state row moves only after all of them: in what order, or how many at once, they commit
-        # changes nothing a retry finds. delta-rs's commits run concurrently (on object storage a
-        # commit of a few rows is mostly waiting for requests); Spark's, one after another beside
-        # them, as the session's transaction id is one setting for all of them.
-        by_spark, by_delta_rs = [], []
-        for s in staged:
-            (by_spark if s.log is not None or s.rows is not None else by_delta_rs).append(s)
-        with ThreadPoolExecutor(_COMMITTING_THREADS, thread_name_prefix="mysql-cdc delta commit") as pool:
-            futures = [pool.submit(self._commit_one, s, txn, committed) for s in by_delta_rs]
-            if by_spark:
-                with self.idempotent(*txn):
-                    for s in by_spark:
-                        self._commit_one(s, txn, committed)
-            for future in futures:
-                future.result()
-        crash_point("before_checkpoint")
-        self.state.write_state(replace(row, checkpoint=done, versions=committed.versions))
-        return committed.applied
-
-    def _commit_one(self, s: StagedRows, txn: tuple[str, int], committed: "_Committed") -> None:
-        started = time.monotonic()
-        try:
-            version = self._commit_table(s, txn)
-        except Exception as exc:  # noqa: BLE001 - said again naming the table and the recovery
-            raise TableCommitError.of(s.table.qualified_name, s.written, exc) from exc
-        committed.add(s, version, time.monotonic() - started)
-        crash_point("between_tables")
-
-    def _commit_table(self, s: StagedRows, txn: tuple[str, int]) -> int:
+    def commit_table(self, s: StagedRows, txn: tuple[str, int]) -> int:
         """One table's commit under the segment's transaction id (Delta skips one it has); returns
         the table's version after it. Spark's commits run in ``idempotent``."""
         if s.log is not None:
@@ -372,12 +283,6 @@ class DeltaSink(Sink):
             return opened.version()
         merges.merge_rows(self.spark(), s.target, s.table, s.rows)
         return self.version(s.table.database, s.table.table)
-
-    def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
-        self._opened.clear()
-        for staged in self._staged.pop(segment.index, []):
-            if staged.rows is not None:
-                staged.rows.unpersist()
 
     # -- DDL --------------------------------------------------------------------------------------
 
@@ -423,3 +328,95 @@ class DeltaSink(Sink):
             segment.database, segment.table, segment.at, job.batch.batch_id, DONE)
         versions = {**row.versions, target.name: self.version(segment.database, segment.table)}
         self.state.write_state(StateRow(done or row.checkpoint, TablePositions(positions), versions))
+
+
+class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
+    """One row segment into the lake: each table's net rows staged in the form its commit takes
+    (``StagedRows``), then each table committed under the segment's transaction id, and the state
+    row moved once all are."""
+
+    def __init__(self, sink: DeltaSink, job: BatchJob, segment: RowSegment, expected: Checkpoint):
+        super().__init__(job, segment, expected)
+        self.sink = sink
+        self._staged: dict[int, StagedRows] = {}  # by the table's index in the segment
+        self._lock = threading.Lock()
+
+    def apply(self, tables: list[NetRows[DeltaTableRef]]) -> None:
+        for t in tables:
+            staged = self._stage_arrow(t) if t.on_driver() is not None else self._stage_frames(t)
+            self._keep_log(staged, t)
+            with self._lock:
+                self._staged[t.index] = staged
+
+    def _stage_frames(self, t: NetRows[DeltaTableRef]) -> StagedRows:
+        rows = to_delta(t.in_spark(self.sink.spark()).net, t.table.columns, (cr.NET_OP, cr.NET_COUNT)).cache()
+        counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
+        return StagedRows(t.table, t.target, _report_counts(t.report, counts), rows=rows)
+
+    def _stage_arrow(self, t: NetRows[DeltaTableRef]) -> StagedRows:
+        """Rows netted on the driver: an empty table's appended and a small keyed table's merged by
+        delta-rs, with no Spark job; any other table's handed to Spark's MERGE."""
+        net = t.on_driver().net
+        summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
+        counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
+        staged = StagedRows(t.table, t.target, _report_counts(t.report, counts))
+        if self.sink._is_empty(t.table):
+            staged.appended = merges.arrow_inserts(t.table, net)
+        elif self.sink.merges_in_driver(t.table):
+            staged.merged = merges.delta_arrow(t.table, net, (cr.NET_OP,))
+        else:
+            staged.rows = to_delta(t.in_spark(self.sink.spark()).net, t.table.columns, (cr.NET_OP, cr.NET_COUNT))
+        return staged
+
+    def _keep_log(self, staged: StagedRows, t: NetRows[DeltaTableRef]) -> None:
+        """The table's changelog rows beside its net rows, when the table has a changelog."""
+        table = t.table
+        if self.sink.change_metadata(table):
+            log_rows = changelog.changelog_rows(t.in_spark(self.sink.spark()).changes, table.columns)
+            log_table = self.sink.changelog_ref(self.job.batch.pipeline, table.database, table.table)
+            # created here, outside the idempotent commit: only the append carries its transaction id
+            changelog.follow(self.sink.spark(), log_table, log_rows.schema)
+            staged.log = (log_table, log_rows)
+
+    def commit(self, done: Checkpoint) -> dict[str, tuple[int, float]]:
+        sink = self.sink
+        row = sink._expect(self.expected)
+        txn = (sink.app_id(self.job.batch), position_version(done.position))
+        committed = _Committed(dict(row.versions))
+        # Each table's commit is its own, idempotent under the segment's transaction id, and the
+        # state row moves only after all of them: in what order, or how many at once, they commit
+        # changes nothing a retry finds. delta-rs's commits run concurrently (on object storage a
+        # commit of a few rows is mostly waiting for requests); Spark's, one after another beside
+        # them, as the session's transaction id is one setting for all of them.
+        by_spark, by_delta_rs = [], []
+        for i in sorted(self._staged):
+            s = self._staged[i]
+            (by_spark if s.log is not None or s.rows is not None else by_delta_rs).append(s)
+        with ThreadPoolExecutor(_COMMITTING_THREADS, thread_name_prefix="mysql-cdc delta commit") as pool:
+            futures = [pool.submit(self._commit_one, s, txn, committed) for s in by_delta_rs]
+            if by_spark:
+                with sink.idempotent(*txn):
+                    for s in by_spark:
+                        self._commit_one(s, txn, committed)
+            for future in futures:
+                future.result()
+        crash_point("before_checkpoint")
+        sink.state.write_state(replace(row, checkpoint=done, versions=committed.versions))
+        return committed.applied
+
+    def _commit_one(self, s: StagedRows, txn: tuple[str, int], committed: _Committed) -> None:
+        started = time.monotonic()
+        try:
+            version = self.sink.commit_table(s, txn)
+        except Exception as exc:  # noqa: BLE001 - said again naming the table and the recovery
+            raise TableCommitError.of(s.table.qualified_name, s.written, exc) from exc
+        committed.add(s, version, time.monotonic() - started)
+        crash_point("between_tables")
+
+    def discard(self) -> None:
+        self.sink._opened.clear()
+        with self._lock:
+            staged, self._staged = list(self._staged.values()), {}
+        for s in staged:
+            if s.rows is not None:
+                s.rows.unpersist()

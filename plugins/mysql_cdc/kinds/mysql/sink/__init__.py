@@ -1,6 +1,6 @@
 """A MySQL or MariaDB server as the follower.
 
-How a batch lands (``Sink`` methods; the modules beside this one do the work):
+How a batch lands (``Sink`` methods and ``SegmentWriter``; the modules beside this one do the work):
 
 - rows: the executors split each table's net rows per Spark partition (``staging``): removals
   into a staging table in the follower, final rows into a load file in the batch store; then the
@@ -41,7 +41,7 @@ from ....contracts import SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegm
 from ....crash_points import crash_point
 from ....mysql_server import MySQLSettings
 from ....merge.spark_read import spark_schema, unit_indexes
-from ....merge.sink import BatchJob, NetTable, Sink, TableCopy
+from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
 from .connection import connect
 from .follower import Follower
 from .staging import (
@@ -111,21 +111,20 @@ class ThreadSessions:
                 pass
 
 
-class MySQLSink(Sink):
+Columns = tuple[FollowerColumn, ...]  # a table's target: the follower's columns for the batch's
+
+
+class MySQLSink(Sink[Columns]):
     def __init__(self, settings: MySQLSettings, leader_flavor: str | None = None):
         self.settings = settings
         self.follower = Follower(settings, leader_flavor)
         self.sessions = ThreadSessions(settings)
-        # the running segment's statement sender (``stream``), if one of its tables started it
-        self._sending: StatementSender | None = None
-        self._sending_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "MySQLSink":
         return cls(MySQLSettings(**settings), leader_flavor)
 
     def close(self) -> None:
-        self._abandon_statements()
         self.sessions.close()
         self.follower.close()
 
@@ -140,14 +139,14 @@ class MySQLSink(Sink):
 
     # -- rows -------------------------------------------------------------------------------------
 
-    def check_table(self, changes) -> tuple[FollowerColumn, ...]:
+    def check_table(self, changes) -> Columns:
         return self.follower.check_table(changes)
 
-    def check_tables(self, tables) -> list[tuple[FollowerColumn, ...]]:
+    def check_tables(self, tables) -> list[Columns]:
         return self.follower.check_tables(tables)
 
-    def _plan(self, job: BatchJob, segment: RowSegment | SnapshotSegment, index: int, table,
-              columns: tuple[FollowerColumn, ...]) -> StagePlan:
+    def _plan(self, job: BatchJob, segment: RowSegment | SnapshotSegment, index: int, table, columns: Columns
+              ) -> StagePlan:
         # (batch column, follower column) pairs; a keyed table's deletes need only its key, a keyless
         # row is named by all its values. Batch names address the Arrow data, follower columns give
         # the staging DDL (names compare case-insensitively in MySQL).
@@ -167,91 +166,11 @@ class MySQLSink(Sink):
             removal_ddl=tuple(f.staging_ddl() for _, f in removal),
         )
 
-    def stage_rows(self, job: BatchJob, segment: RowSegment, index: int, target: tuple[FollowerColumn, ...],
-                   changes: DataFrame, net: DataFrame, report: TableReport) -> StagedTable:
-        table = segment.tables[index]
-        staged = StagedTable(table, target, tuple(stage(net, self._plan(job, segment, index, table, target))))
-        report.inserted, report.updated, report.deleted = counts(staged)
-        return staged
+    def segment(self, job: BatchJob, segment: RowSegment, expected: Checkpoint) -> "MySQLSegmentWriter":
+        return MySQLSegmentWriter(self, job, segment, expected)
 
-    def takes_driver_rows(self, table) -> bool:
-        return True  # whatever the job's limit: its rows are prepared right where they are
-
-    def stage_net_tables(self, job: BatchJob, segment: RowSegment, tables: list[NetTable]) -> list[StagedTable]:
-        # Small keyed tables: a DELETE and an INSERT each, made for all of them in one pass
-        # (``statements.tables_statements``) and handed to the segment's sender right away
-        # (``stream``); the commit only waits for it. The others are prepared as tasks would.
-        small = [t for t in tables if takes_statements(segment.tables[t.index], t.target, t.net.num_rows)]
-        made = dict(zip((t.index for t in small),
-                        tables_statements([(segment.tables[t.index], t.target, t.net) for t in small])))
-        staged = []
-        for t in tables:
-            statements = made.get(t.index)
-            if statements is not None and statements.size <= self.follower.statement_bytes:
-                staged.append(self._statement_table(job, segment.tables[t.index], t, statements))
-            else:
-                staged.append(self._load_table(job, segment, t))
-        return staged
-
-    def _statement_table(self, job: BatchJob, table, net_table: NetTable, statements: TableStatements) -> StagedTable:
-        net = net_table.net
-        staged = StagedTable(table, net_table.target, (_counts_row(net, statements),) if net.num_rows else (),
-                             statements)
-        net_table.report.inserted, net_table.report.updated, net_table.report.deleted = counts(staged)
-        if staged.stages:
-            self._sender(job).put(staged)
-        return staged
-
-    def _load_table(self, job: BatchJob, segment: RowSegment, net_table: NetTable) -> StagedTable:
-        """A table's net rows prepared in this process as tasks would: a small table in this thread,
-        with its kept follower session; a large one in slices of at least _DRIVER_PART_ROWS at once
-        (encoding is Arrow compute and file writes, outside the GIL), each slice with a session of
-        its own."""
-        table, net = segment.tables[net_table.index], net_table.net
-        plan = self._plan(job, segment, net_table.index, table, net_table.target)
-        parts = max(1, min(os.cpu_count() or 1, net.num_rows // _DRIVER_PART_ROWS))
-        if parts == 1:
-            results = [prepare_partition(plan, 0, net.to_batches(), self.sessions.get(), job.store)]
-        else:
-            size = -(-net.num_rows // parts)
-            with ThreadPoolExecutor(max_workers=parts) as pool:
-                results = list(pool.map(
-                    lambda part: prepare_partition(plan, part, net.slice(part * size, size).to_batches(), store=job.store),
-                    range(parts)))
-        staged = StagedTable(table, net_table.target, tuple(r for r in results if r["rows"]))
-        net_table.report.inserted, net_table.report.updated, net_table.report.deleted = counts(staged)
-        return staged
-
-    def _sender(self, job: BatchJob) -> StatementSender:
-        """The segment's statement sender (``stream``), started by its first statement table."""
-        with self._sending_lock:
-            if self._sending is None:
-                self._sending = StatementSender(self.follower, job.batch.pipeline, self.follower.statement_bytes)
-            return self._sending
-
-    def _stop_sending(self) -> StatementSender | None:
-        with self._sending_lock:
-            sender, self._sending = self._sending, None
-        return sender
-
-    def commit_rows(self, job: BatchJob, expected: Checkpoint, staged: list[StagedTable],
-                    done: Checkpoint) -> dict[str, tuple[int, float]]:
-        return self.follower.apply_rows(expected, [s for s in staged if s.stages], job.store, done,
-                                        self._stop_sending())
-
-    def _abandon_statements(self) -> None:
-        """Roll back what a sender sent for a segment that failed before its commit (before this
-        session runs anything else: a DDL statement would commit it)."""
-        sender = self._stop_sending()
-        if sender is not None:
-            try:
-                sender.finish()
-            except Exception:  # noqa: BLE001 - the segment failed already; its own error is reported
-                pass
-            self.follower.rollback()
-
-    def discard_segment(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
-        self._abandon_statements()
+    def _drop_prepared(self, job: BatchJob, segment: RowSegment | SnapshotSegment) -> None:
+        """Drop a segment's staging tables and scratch files, and the sessions that made them."""
         self.sessions.close()
         self.follower.drop_staging(staging_segment_prefix(job.batch.pipeline, segment.index))
         job.store.delete_prefix(scratch_segment_prefix(job.batch.pipeline, segment.index))
@@ -285,7 +204,7 @@ class MySQLSink(Sink):
         try:
             self._load_copy(job, copy, checkpoint, columns, done, report, shadow=not refused)
         finally:
-            self.discard_segment(job, segment)
+            self._drop_prepared(job, segment)
 
     def _load_files(self, job: BatchJob, segment: SnapshotSegment, plan: StagePlan) -> list[dict]:
         """A copy with no catch-up (nothing changed in the table during it) goes from its Parquet
@@ -336,3 +255,105 @@ class MySQLSink(Sink):
                 except Exception:  # noqa: BLE001 - the retry drops it; keep the real error
                     log.warning("could not drop the shadow table of %s", segment.qualified_name, exc_info=True)
             raise
+
+
+class MySQLSegmentWriter(SegmentWriter[Columns]):
+    """One row segment into the follower: each table's net rows staged (removals in a staging table,
+    final rows in a load file, or a small keyed table's DELETE and INSERT statements, sent ahead by
+    the segment's ``StatementSender``), then all tables and the checkpoint in one transaction
+    (``Follower.apply_rows``)."""
+
+    def __init__(self, sink: MySQLSink, job: BatchJob, segment: RowSegment, expected: Checkpoint):
+        super().__init__(job, segment, expected)
+        self.sink = sink
+        self._staged: dict[int, StagedTable] = {}  # by the table's index in the segment
+        self._sending: StatementSender | None = None  # started by the segment's first statement table
+        self._lock = threading.Lock()
+
+    def apply(self, tables: list[NetRows[Columns]]) -> None:
+        on_driver = [t for t in tables if t.on_driver() is not None]
+        staged = [self._stage_in_spark(t) for t in tables if t.on_driver() is None]
+        if on_driver:
+            staged += self._stage_on_driver(on_driver)
+        with self._lock:
+            self._staged.update(staged)
+
+    def _stage_in_spark(self, t: NetRows[Columns]) -> tuple[int, StagedTable]:
+        plan = self.sink._plan(self.job, self.segment, t.index, t.table, t.target)
+        staged = StagedTable(t.table, t.target, tuple(stage(t.in_spark(self.job.spark()).net, plan)))
+        t.report.inserted, t.report.updated, t.report.deleted = counts(staged)
+        return t.index, staged
+
+    def _stage_on_driver(self, tables: list[NetRows[Columns]]) -> list[tuple[int, StagedTable]]:
+        # Small keyed tables: a DELETE and an INSERT each, made for all of them in one pass
+        # (``statements.tables_statements``) and handed to the segment's sender right away
+        # (``stream``); the commit only waits for it. The others are prepared as tasks would.
+        small = [t for t in tables if takes_statements(t.table, t.target, t.on_driver().net.num_rows)]
+        made = dict(zip((t.index for t in small),
+                        tables_statements([(t.table, t.target, t.on_driver().net) for t in small])))
+        staged = []
+        for t in tables:
+            statements = made.get(t.index)
+            if statements is not None and statements.size <= self.sink.follower.statement_bytes:
+                staged.append((t.index, self._statement_table(t, statements)))
+            else:
+                staged.append((t.index, self._load_table(t)))
+        return staged
+
+    def _statement_table(self, t: NetRows[Columns], statements: TableStatements) -> StagedTable:
+        net = t.on_driver().net
+        staged = StagedTable(t.table, t.target, (_counts_row(net, statements),) if net.num_rows else (), statements)
+        t.report.inserted, t.report.updated, t.report.deleted = counts(staged)
+        if staged.stages:
+            self._sender().put(staged)
+        return staged
+
+    def _load_table(self, t: NetRows[Columns]) -> StagedTable:
+        """A table's net rows prepared in this process as tasks would: a small table in this thread,
+        with its kept follower session; a large one in slices of at least _DRIVER_PART_ROWS at once
+        (encoding is Arrow compute and file writes, outside the GIL), each slice with a session of
+        its own."""
+        net, store = t.on_driver().net, self.job.store
+        plan = self.sink._plan(self.job, self.segment, t.index, t.table, t.target)
+        parts = max(1, min(os.cpu_count() or 1, net.num_rows // _DRIVER_PART_ROWS))
+        if parts == 1:
+            results = [prepare_partition(plan, 0, net.to_batches(), self.sink.sessions.get(), store)]
+        else:
+            size = -(-net.num_rows // parts)
+            with ThreadPoolExecutor(max_workers=parts) as pool:
+                results = list(pool.map(
+                    lambda part: prepare_partition(plan, part, net.slice(part * size, size).to_batches(), store=store),
+                    range(parts)))
+        staged = StagedTable(t.table, t.target, tuple(r for r in results if r["rows"]))
+        t.report.inserted, t.report.updated, t.report.deleted = counts(staged)
+        return staged
+
+    def _sender(self) -> StatementSender:
+        with self._lock:
+            if self._sending is None:
+                follower = self.sink.follower
+                self._sending = StatementSender(follower, self.job.batch.pipeline, follower.statement_bytes)
+            return self._sending
+
+    def _stop_sending(self) -> StatementSender | None:
+        with self._lock:
+            sender, self._sending = self._sending, None
+        return sender
+
+    def commit(self, done: Checkpoint) -> dict[str, tuple[int, float]]:
+        staged = [self._staged[i] for i in sorted(self._staged)]  # in the segment's order
+        return self.sink.follower.apply_rows(self.expected, [s for s in staged if s.stages], self.job.store, done,
+                                             self._stop_sending())
+
+    def discard(self) -> None:
+        # what a sender sent for a segment that failed before its commit is rolled back before this
+        # session runs anything else (a DDL statement would commit it)
+        sender = self._stop_sending()
+        if sender is not None:
+            try:
+                sender.finish()
+            except Exception:  # noqa: BLE001 - the segment failed already; its own error is reported
+                pass
+            self.sink.follower.rollback()
+        self._staged.clear()
+        self.sink._drop_prepared(self.job, self.segment)
