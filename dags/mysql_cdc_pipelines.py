@@ -23,7 +23,8 @@ from airflow.sdk import DAG
 
 from mysql_cdc.run_params import run_params
 from mysql_cdc.operators import (
-    CdcExtractOperator, CdcLagCheckOperator, CdcLakeMaintenanceOperator, CdcMergeOperator, CdcVerifyOperator,
+    CdcExtractOperator, CdcLagCheckOperator, CdcLakeMaintenanceOperator, CdcMergeOperator, CdcRetireBatchesOperator,
+    CdcVerifyOperator,
 )
 from mysql_cdc.operators.callbacks import record_failure, record_retry
 from mysql_cdc.pipeline_config import PIPELINES_FILE_ENV, PipelineConfig, load_pipelines
@@ -53,6 +54,10 @@ Its runs fail at once saying so; use *Replay binlog range* to read a range again
 **check_lag** runs last in every run, even one with nothing new: it logs how far behind the follower
 is (binlog bytes, seconds), sends the figures as Airflow metrics (`mysql_cdc.{name}.*`){alert}.
 The **CDC pipelines** page (`/cdc/`) charts them with the batch history.
+
+**retire_batches** (when `batches: {{retain: ...}}` is set; 7d by default) deletes the change batches
+applied more than that long ago, never one still needed (not applied yet, the checkpoint's own, an
+unfinished snapshot's).
 """
 
 VERIFY_DOC = """
@@ -149,6 +154,15 @@ def build_dag(config: PipelineConfig) -> DAG:
             heartbeat=config.heartbeat,
         )
         wait >> extract >> merge >> check
+        if config.batches.retain is not None:
+            merge >> CdcRetireBatchesOperator(
+                task_id="retire_batches",
+                pipeline=config.name,
+                storage_uri=config.storage_uri,
+                follower=config.follower_reference,
+                retain=config.batches.retain,
+                aws_conn_id=config.aws_conn_id,
+            )
     return dag
 
 

@@ -1,4 +1,4 @@
-"""A pipeline's options: the pipelines file's ``snapshot``, ``extract``, ``verify`` and
+"""A pipeline's options: the pipelines file's ``snapshot``, ``extract``, ``batches``, ``verify`` and
 ``maintenance`` sections, as frozen dataclasses that check their values (``pipeline_config``
 rejects unknown keys and names the bad field)."""
 
@@ -47,6 +47,24 @@ class ExtractOptions:
 
     def __post_init__(self) -> None:
         _check_options(self, {"workers": 1, "min_part_mb": 0})
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """How long change batches are kept (the pipelines file's ``batches`` section): applied batches
+    older than ``retain`` ("7d", "36h", "90m"; at least 1h) are deleted at the end of each run
+    (``batch_retention``); null keeps every batch."""
+
+    retain: str | None = "7d"
+
+    def __post_init__(self) -> None:
+        if self.retain is not None:
+            from .batch_retention import parse_retain
+
+            try:
+                parse_retain(self.retain)
+            except ValueError as exc:
+                raise ValueError(f"retain: {exc}") from None
 
 
 @dataclass(frozen=True)

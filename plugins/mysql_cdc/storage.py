@@ -14,6 +14,7 @@ both (S3 PUT is atomic; the file store writes a temp file and renames it), which
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import os
 import shutil
@@ -99,6 +100,15 @@ class StorageSpec:
         return cls(data["uri"], dict(data.get("options") or {}))
 
 
+@dataclass(frozen=True)
+class StoredObject:
+    """An object as a listing gives it: its key, size in bytes and when it was last written (UTC)."""
+
+    key: str
+    size: int
+    modified: dt.datetime
+
+
 class ObjectStore(Protocol):
     uri: str
 
@@ -108,6 +118,7 @@ class ObjectStore(Protocol):
     def get_range(self, key: str, offset: int, length: int) -> bytes: ...
     def exists(self, key: str) -> bool: ...
     def list_keys(self, prefix: str) -> list[str]: ...
+    def list_objects(self, prefix: str) -> list[StoredObject]: ...
     def delete_prefix(self, prefix: str) -> None: ...
     def uri_of(self, key: str) -> str: ...
     def local_copy(self, key: str) -> ContextManager[str]: ...
@@ -184,6 +195,17 @@ class LocalStore:
                     keys.append(key)
         return sorted(keys)
 
+    def list_objects(self, prefix: str) -> list[StoredObject]:
+        objects = []
+        for key in self.list_keys(prefix):
+            try:
+                stat = self._path(key).stat()
+            except FileNotFoundError:  # deleted since it was listed
+                continue
+            objects.append(StoredObject(key, stat.st_size,
+                                        dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc)))
+        return objects
+
     def delete_prefix(self, prefix: str) -> None:
         path = self._path(prefix)
         if path.is_dir():
@@ -258,15 +280,21 @@ class S3Store:
                 return False
             raise
 
-    def _iter_keys(self, prefix: str) -> Iterator[str]:
+    def _iter_objects(self, prefix: str) -> Iterator[StoredObject]:
         paginator = self.client.get_paginator("list_objects_v2")
         strip = len(self.prefix) + 1 if self.prefix else 0
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
             for obj in page.get("Contents", []):
-                yield obj["Key"][strip:]
+                yield StoredObject(obj["Key"][strip:], obj["Size"], obj["LastModified"].astimezone(dt.timezone.utc))
+
+    def _iter_keys(self, prefix: str) -> Iterator[str]:
+        return (o.key for o in self._iter_objects(prefix))
 
     def list_keys(self, prefix: str) -> list[str]:
         return sorted(self._iter_keys(prefix))
+
+    def list_objects(self, prefix: str) -> list[StoredObject]:
+        return sorted(self._iter_objects(prefix), key=lambda o: o.key)
 
     def delete_prefix(self, prefix: str) -> None:
         keys = [{"Key": self._key(k)} for k in self._iter_keys(prefix)]
@@ -368,9 +396,12 @@ def read_manifest(store: ObjectStore, manifest_uri: str) -> ChangeBatch:
         raise StorageError(f"manifest {manifest_uri} is not under the pipeline's storage root {store.uri}")
     batch = read_batch(store, prefix)
     if batch is None:
+        from .batch_retention import deleted_batch_note  # (it lists the store: it imports this module)
+
+        pipeline, _, batch_id = prefix.partition("/batches/")
         raise StorageError(
-            f"no batch at {manifest_uri}: its manifest.json does not exist (the extraction did not finish, "
-            "or the URI is wrong); re-extract the range"
+            f"no batch at {manifest_uri}: its manifest.json does not exist "
+            f"({deleted_batch_note(store, pipeline, batch_id)})"
         )
     return batch
 

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseHook
 
+from ..batch_retention import RetentionRecord, retire_batches
 from ..capture.stream.extract import RangeRequest
 from ..capture.filters import TableFilter
 from ..capture.leader import Leader
@@ -227,6 +228,13 @@ class CdcPipelineHook(BaseHook):
         """Checksum every captured table on both sides (``monitor.verify``); the result is kept."""
         return verify_pipeline(self.pipeline, self.leader.settings, self.follower.checksum_sides(), self.follower.state,
                                self.table_filter, options, log=self.log.info)
+
+    def retire_batches(self, retain: str) -> RetentionRecord:
+        """Delete the applied batches older than ``retain`` that nothing needs (``batch_retention``);
+        the state is read before the listing, so a batch committed meanwhile is young and stays."""
+        state = self.follower.state
+        checkpoint, positions = state.checkpoint(self.pipeline), state.table_positions(self.pipeline)
+        return retire_batches(self.storage.store, self.pipeline, checkpoint, positions, retain)
 
     def record_extract(self, result: ExtractResult, run_id: str, seconds: float) -> None:
         if result.batch is not None:

@@ -4,7 +4,8 @@ from .check import CdcLagCheckOperator
 from .extract import CdcExtractOperator
 from .maintain import CdcLakeMaintenanceOperator
 from .merge import CdcMergeOperator
+from .retention import CdcRetireBatchesOperator
 from .verify import CdcVerifyOperator
 
 __all__ = ["CdcExtractOperator", "CdcLagCheckOperator", "CdcLakeMaintenanceOperator", "CdcMergeOperator",
-           "CdcVerifyOperator"]
+           "CdcRetireBatchesOperator", "CdcVerifyOperator"]

@@ -189,6 +189,19 @@ def _replay_form(name: str, checkpoint: str | None, leader: str | None) -> str:
             'checkpoint.</div></form>')
 
 
+def _batch_storage(view: PipelineView) -> tuple[str, str]:
+    """The batch store's figure: what retention kept at its last pass (``batch_retention``)."""
+    retain = view.config.batches.retain
+    record = view.batch_storage
+    if retain is None:
+        return "kept forever", "change batches (batches: {retain: null})"
+    if record is None:
+        return "not measured yet", f"change batches (retire_batches keeps {escape(retain)})"
+    return (f"{record.kept_bytes / 2**20:,.1f} MiB",
+            f"in {plural(record.kept_batches, 'change batch', 'change batches')} (retain {escape(record.retain)}; "
+            f"{plural(record.deleted_batches, 'batch', 'batches')} deleted at {escape(record.ran_at)})")
+
+
 def pipeline_section(view: PipelineView) -> str:
     name = view.config.name
     # target _top: Airflow shows this page in a frame of its own UI (the plugin's nav entry)
@@ -208,6 +221,7 @@ def pipeline_section(view: PipelineView) -> str:
              "checkpoint" + (f" (GTID set {escape(f.checkpoint.gtid_set)})" if f.checkpoint and f.checkpoint.gtid_set
                              else "")),
             ("leader_position", escape(str(f.leader_position)), "leader now"),
+            ("batch_storage", *_batch_storage(view)),
         ))
     suggested = f.verification.drifted_tables if f.verification else []
     return (head + f'<div class="figures">{figures}</div>'

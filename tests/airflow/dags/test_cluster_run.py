@@ -63,7 +63,7 @@ def test_random_workload_merges_on_the_standalone_cluster(dag_runner, cluster_pi
             result = dag_runner.run(PIPELINE)
 
             assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS,
-                                    "merge_batch": SUCCESS, "check_lag": SUCCESS}, result.log_file
+                                    "merge_batch": SUCCESS, "check_lag": SUCCESS, "retire_batches": SUCCESS}, result.log_file
             assert_same_database(leader, follower, db)
             (call,) = spark_submit_spy.calls()[calls:]
             assert call["rc"] == 0, call

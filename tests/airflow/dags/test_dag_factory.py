@@ -45,9 +45,12 @@ def test_dag_shape(monkeypatch, tmp_path):
     wait, extract, merge, check = (dag.get_task(t) for t in ("wait_for_changes", "extract_batch", "merge_batch",
                                                              "check_lag"))
     assert wait.downstream_task_ids == {"extract_batch"} and extract.downstream_task_ids == {"merge_batch"}
-    assert merge.downstream_task_ids == {"check_lag"}
-    # lag is checked after every run, also one whose extract and merge skipped (nothing new)
+    assert merge.downstream_task_ids == {"check_lag", "retire_batches"}
+    # lag is checked and batches retired after every run, also one whose extract and merge skipped
+    # (nothing new)
     assert check.trigger_rule == "none_failed"
+    retire = dag.get_task("retire_batches")
+    assert (retire.trigger_rule, retire.retain) == ("none_failed", "7d")  # the default retention
     assert (check.max_seconds_behind, check.heartbeat, wait.heartbeat) == (None, False, False)
     assert extract.on_failure_callback and merge.on_failure_callback  # failures go into the history
     assert dag.max_active_runs == 1 and dag.catchup is False
@@ -104,6 +107,17 @@ def test_monitoring_options_reach_the_tasks(monkeypatch, tmp_path):
     verify = verify_dag.get_task("verify_follower")
     assert verify_dag.timetable.expression == "0 3 * * *"
     assert (verify.options.chunk_rows, verify.options.rechecks, verify.include) == (5000, 1, ("shop.*",))
+
+
+def test_batch_retention_is_a_task_of_the_run_or_none_and_a_bad_duration_is_named(monkeypatch, tmp_path):
+    bag = dag_bag(monkeypatch, pipelines_file(tmp_path, {**ENTRY, "batches": {"retain": "36h"}},
+                                              {**ENTRY, "name": "crm_cdc", "batches": {"retain": None}}))
+    assert bag.get_dag("shop_cdc").get_task("retire_batches").retain == "36h"
+    assert "retire_batches" not in bag.get_dag("crm_cdc").task_ids  # null: every batch is kept
+    for retain, said in (("36", "must be a duration such as '7d'"), ("10m", "must be at least 1h")):
+        bag = dag_bag(monkeypatch, pipelines_file(tmp_path, {**ENTRY, "batches": {"retain": retain}}))
+        (message,) = bag.import_errors.values()
+        assert f"field 'batches': retain: {said}" in message
 
 
 def test_bad_verify_schedule_is_named(monkeypatch, tmp_path):

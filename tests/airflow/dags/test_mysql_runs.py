@@ -55,7 +55,7 @@ def test_seed_and_random_workload_through_dag_runs_on_mysql(dag_runner, mysql_pi
     db = mysql_pipeline
     mysql_leader.run_sql(seed_statements(db))
     first = dag_runner.run(PIPELINE)
-    assert first.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS}, \
+    assert first.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS, "retire_batches": SUCCESS}, \
         first.log_file
     assert "no checkpoint yet" in first.log
     assert_same_database(mysql_leader, mysql_follower, db)
@@ -68,7 +68,7 @@ def test_seed_and_random_workload_through_dag_runs_on_mysql(dag_runner, mysql_pi
     finally:
         conn.close()
     second = dag_runner.run(PIPELINE)
-    assert second.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS}, \
+    assert second.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS, "retire_batches": SUCCESS}, \
         second.log_file
     assert_same_database(mysql_leader, mysql_follower, db)
     assert_same_database(mysql_leader, mysql_follower, f"{db}_w")

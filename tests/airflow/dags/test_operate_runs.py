@@ -25,7 +25,7 @@ from mysql_cdc.mysql_server import MySQLSettings
 
 OPS, BEAT = "cdc_ops", "cdc_beat"
 SUCCESS, SKIPPED, FAILED, UPSTREAM_FAILED = "success", "skipped", "failed", "upstream_failed"
-ALL_SUCCESS = {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS}
+ALL_SUCCESS = {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS, "retire_batches": SUCCESS}
 
 
 @dataclass

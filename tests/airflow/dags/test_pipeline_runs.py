@@ -109,11 +109,11 @@ def new_calls(spy, before: int) -> list[dict]:
 def test_first_run_initializes_then_nothing_new_skips_without_spark(dag_runner, scenario, spark_submit_spy):
     calls = len(spark_submit_spy.calls())
     first = dag_runner.run(IDLE)
-    assert first.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SKIPPED, "merge_batch": SKIPPED, "check_lag": SUCCESS}, first.log_file
+    assert first.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SKIPPED, "merge_batch": SKIPPED, "check_lag": SUCCESS, "retire_batches": SUCCESS}, first.log_file
     assert scenario.checkpoint(IDLE) == scenario.position()  # start_position current, written first
 
     second = dag_runner.run(IDLE)
-    assert second.tasks == {"wait_for_changes": SKIPPED, "extract_batch": SKIPPED, "merge_batch": SKIPPED, "check_lag": SUCCESS}, second.log_file
+    assert second.tasks == {"wait_for_changes": SKIPPED, "extract_batch": SKIPPED, "merge_batch": SKIPPED, "check_lag": SUCCESS, "retire_batches": SUCCESS}, second.log_file
     assert "nothing new for pipeline cdc_idle within 3s" in second.log
     assert second.seconds < 12, f"a run with nothing new took {second.seconds:.1f}s"
     assert new_calls(spark_submit_spy, calls) == []
@@ -140,7 +140,7 @@ def seeded(scenario, dag_runner, spark_submit_spy) -> SeedRun:
 
 def test_seed_workload_replicates_through_a_dag_run(seeded, scenario, s3_endpoint):
     result = seeded.result
-    assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS}, result.log_file
+    assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS, "retire_batches": SUCCESS}, result.log_file
     assert_follower_equals_leader(scenario, ["pet"])
     assert scenario.checkpoint(E2E) == scenario.after_seed
     (call,) = seeded.calls
@@ -195,7 +195,7 @@ def test_replay_of_an_applied_range_changes_nothing(dag_runner, scenario, seeded
     result = dag_runner.run(E2E, conf={"start": str(scenario.start), "end": str(scenario.after_seed)})
 
     # extract rebuilt the batch; the merge saw the checkpoint already past its end
-    assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SKIPPED, "check_lag": SUCCESS}, result.log_file
+    assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SKIPPED, "check_lag": SUCCESS, "retire_batches": SUCCESS}, result.log_file
     assert "is already applied" in result.log
     assert table_image(scenario.follower, scenario.db, "pet") == before
     assert scenario.checkpoint(E2E) == checkpoint
@@ -209,7 +209,7 @@ def test_replay_with_a_gap_fails_with_a_clear_message(dag_runner, scenario, seed
 
     result = dag_runner.run(E2E, conf={"start": str(gap_start), "end": str(gap_end)})
 
-    assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": FAILED, "merge_batch": UPSTREAM_FAILED, "check_lag": UPSTREAM_FAILED}
+    assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": FAILED, "merge_batch": UPSTREAM_FAILED, "check_lag": UPSTREAM_FAILED, "retire_batches": UPSTREAM_FAILED}
     assert result.tries["extract_batch"] == 1, "a gap cannot heal: it must not be retried"
     assert f"applying it would skip the changes in [{checkpoint}, {gap_start})" in result.log, result.log_file
     assert scenario.checkpoint(E2E) == checkpoint
@@ -225,7 +225,7 @@ def test_replay_overlapping_the_checkpoint_applies_only_the_new_part(dag_runner,
 
     result = dag_runner.run(E2E, conf={"start": str(scenario.start), "end": str(end)})
 
-    assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS}, result.log_file
+    assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS, "retire_batches": SUCCESS}, result.log_file
     assert [c["rc"] for c in new_calls(spark_submit_spy, calls)] == [0]
     assert_follower_equals_leader(scenario, ["pet"])  # the seed part is not applied twice
     assert scenario.checkpoint(E2E) == end

@@ -26,7 +26,7 @@ import yaml
 from merge_helpers import assert_same_database
 
 SUCCESS = "success"
-ALL_SUCCESS = {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS}
+ALL_SUCCESS = {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS, "retire_batches": SUCCESS}
 ACCOUNTS = 20
 
 

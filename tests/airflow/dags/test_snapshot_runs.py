@@ -19,7 +19,7 @@ from merge_helpers import assert_same_database
 
 PIPELINE = "cdc_snapshot"
 SUCCESS, SKIPPED = "success", "skipped"
-ALL_SUCCESS = {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS}
+ALL_SUCCESS = {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS, "retire_batches": SUCCESS}
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,14 @@ class Shown:
     leader: object
     leader_settings: MySQLSettings
     follower_settings: MySQLSettings
+    storage: Path
     run_id: str | None = None
+
+    def batch_bytes(self) -> tuple[int, int]:
+        """The pipeline's batches in the store: how many, and their bytes."""
+        root = self.storage / PIPELINE / "batches"
+        return (sum(1 for d in root.iterdir() if d.is_dir()),
+                sum(f.stat().st_size for f in root.rglob("*") if f.is_file()))
 
     def checkpoint(self):
         conn = self.follower_settings.connect()
@@ -75,7 +82,7 @@ def shown(leader, leader_user, follower_user, tmp_path_factory, airflow_connecti
     run = runner.run(PIPELINE)  # a second batch: two points on the lag chart
     assert run.tasks["merge_batch"] == SUCCESS, run.log_file
     assert runner.run(f"{PIPELINE}_verify").tasks == {"verify_follower": SUCCESS}
-    return Shown(db, leader, settings, MySQLSettings(**follower_user), run.run_id)
+    return Shown(db, leader, settings, MySQLSettings(**follower_user), storage, run.run_id)
 
 
 def test_the_api_needs_airflow_credentials(api_server, shown):
@@ -97,6 +104,10 @@ def test_the_api_answers_from_the_servers(api_server, shown):
     assert (batch["run_id"], batch["status"], batch["rows_in"], batch["net_rows"]) == (shown.run_id, "merged", 5, 5)
     assert batch["end_position"] == str(checkpoint) and batch["merge_seconds"] > 0
     assert pipeline["verification"]["status"] == "ok" and pipeline["verification"]["tables"] == 1
+    # what the last run's retire_batches kept (the default 7d: every batch of these minutes)
+    stored = pipeline["batch_storage"]
+    assert (stored["retain"], stored["deleted_batches"]) == ("7d", 0)
+    assert (stored["kept_batches"], stored["kept_bytes"]) == shown.batch_bytes() and stored["kept_bytes"] > 0
 
     # the leader moves and nothing merges: the next answer says so at once (no cache)
     shown.leader.run_sql([f"INSERT INTO {shown.db}.orders VALUES (9, 45)"])
@@ -150,6 +161,10 @@ def test_the_page_shows_the_pipeline_and_re_snapshots_chosen_tables(logged_in_pa
     assert section.locator("tr.batch a").first.inner_text() == shown.run_id  # newest first
     assert section.locator("p.verification").inner_text().startswith("OK at ")
     assert section.locator("svg.lag-chart circle").count() == 2  # one point per merged batch
+    batches, size = shown.batch_bytes()
+    storage = section.locator("[data-figure=batch_storage]")
+    assert storage.locator(".value").inner_text() == f"{size / 2**20:,.1f} MiB"
+    assert storage.locator(".label").inner_text().startswith(f"in {batches} change batches (retain 7d; 0 batches deleted at ")
     page.screenshot(path=str(tmp_path_factory.getbasetemp() / "cdc-page.png"), full_page=True)
 
     # the browser refuses what is not a db.table glob before anything is sent

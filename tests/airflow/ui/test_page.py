@@ -52,6 +52,28 @@ def test_what_the_servers_say_is_escaped():
     assert 'href="../dags/shop/runs/run%3C1%3E"' in html
 
 
+def test_the_batch_stores_figure_says_what_retention_kept_or_why_there_is_none():
+    from dataclasses import replace
+
+    from mysql_cdc.batch_retention import RetentionRecord
+    from mysql_cdc.pipeline_options import BatchOptions
+
+    figures = PipelineFigures(
+        name="shop", checkpoint=None, leader_position=BinlogPosition.parse("binlog.000001:900"), bytes_behind=None,
+        seconds_behind=None, last_applied_time=None, history=(), verification=None)
+    record = RetentionRecord("36h", "2026-11-28T02:00:00+00:00", kept_batches=12, kept_bytes=3 * 2**20 + 2**19,
+                             deleted_batches=1, deleted_bytes=10, retired_ids=["b0"])
+    shown = render_page([PipelineView(CONFIG, figures, batch_storage=record)])
+    assert ('data-figure="batch_storage"><div class="value">3.5 MiB</div><div class="label">in 12 change batches '
+            '(retain 36h; 1 batch deleted at 2026-11-28T02:00:00+00:00)') in shown
+    assert "not measured yet" in render_page([PipelineView(CONFIG, figures)])
+    forever = replace(CONFIG, batches=BatchOptions(retain=None))
+    assert "kept forever" in render_page([PipelineView(forever, figures)])
+    body = PipelineView(CONFIG, figures, batch_storage=record).to_json()["batch_storage"]
+    assert body == {"retain": "36h", "ran_at": "2026-11-28T02:00:00+00:00", "kept_batches": 12,
+                    "kept_bytes": 3 * 2**20 + 2**19, "deleted_batches": 1, "deleted_bytes": 10}
+
+
 def test_every_failed_try_is_shown_under_its_run_cause_first():
     tries = (FailedTry("shop", "r1", "merge_batch", 1, "merge_batch: the merge job ended without an error of its own"),
              FailedTry("shop", "r1", "merge_batch", 2, "merge_batch: Lost connection <x> (MySQL error 2013)"))
