@@ -171,6 +171,20 @@ def make_replica(request: pytest.FixtureRequest, services_dir: Path):
 
 
 @pytest.fixture
+def faulty_bucket(s3_server: MotoS3Server, s3_bucket: dict):
+    """``(bucket, proxy)``: a fresh bucket reached through a fault-injecting proxy in front of the
+    session's moto (``services.s3_fault_proxy``): ``bucket`` is ``s3_bucket``'s dict with the
+    proxy's endpoint, ``proxy.add(FaultRule(...))`` makes its requests fail as a failing S3 would."""
+    from services.s3_fault_proxy import S3FaultProxy
+
+    proxy = S3FaultProxy(s3_server.endpoint_url).start()
+    try:
+        yield {**s3_bucket, "endpoint_url": proxy.endpoint_url}, proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture
 def unique_name() -> str:
     """Short unique lowercase identifier, valid as a MySQL database name and S3 bucket
     name component (starts with a letter, [a-z0-9_] only)."""

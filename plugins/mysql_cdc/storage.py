@@ -7,6 +7,12 @@ in its secrets file; executors receive it in their closures. A new backend is a 
 ``OPTIONS`` and ``from_spec``, an entry in ``_BACKENDS``, and (when it needs credentials) the
 lines of ``hooks/storage.py`` that fill its options from an Airflow connection.
 
+S3 answers 500 and 503 now and then, and connections drop; S3 asks its clients to retry those
+with backoff. Every request the product makes through boto3 is retried here, by one policy
+(``storage_retry``: up to ``STORAGE_ATTEMPTS`` tries, exponential backoff with jitter), and each
+retry is logged with what failed; botocore's own retries are turned off (``client_config``) so
+there is one layer of them, and its timeouts are set, not left to defaults.
+
 Both stores speak in keys relative to the storage root. Writes of whole objects are atomic on
 both (S3 PUT is atomic; the file store writes a temp file and renames it), which is what makes
 "manifest.json written last" a commit marker.
@@ -16,17 +22,77 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import logging
 import os
+import random
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, ContextManager, Iterator, Mapping, Protocol
+from typing import Any, BinaryIO, Callable, ContextManager, Iterator, Mapping, Protocol, TypeVar
 from urllib.parse import urlparse
 
 from .contracts import MANIFEST_NAME, ChangeBatch, batch_prefix, batches_prefix
 from .errors import PermanentError
+
+log = logging.getLogger("mysql_cdc.storage")
+T = TypeVar("T")
+
+STORAGE_ATTEMPTS = 6  # tries of one request (5 retries: about 6 s of backoff in all)
+_FIRST_BACKOFF, _MAX_BACKOFF = 0.2, 3.0  # seconds
+CONNECT_TIMEOUT, READ_TIMEOUT = 10.0, 60.0  # seconds, unless the spec's options say otherwise
+# S3's answers that ask for a retry (its "500 InternalError", "503 SlowDown" and throttling)
+_RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
+_RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
+                              "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"})
+
+
+def transient_storage_error(exc: BaseException) -> str | None:
+    """What made an S3 request fail, when a retry may fix it (None: it will not). Looks through the
+    chain: s3transfer wraps the client's error in its own."""
+    from botocore.exceptions import ClientError, HTTPClientError
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ClientError):
+            error, status = exc.response.get("Error", {}), exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status in _RETRYABLE_STATUS or error.get("Code") in _RETRYABLE_CODES:
+                return f"{status} {error.get('Code')}"
+            return None
+        if isinstance(exc, HTTPClientError):  # connection refused, reset, closed, timed out, body cut short
+            return f"{type(exc).__name__}: {exc}"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def storage_retry(what: str, call: Callable[[], T]) -> T:
+    """``call()`` retried with exponential backoff and jitter while it fails with a
+    ``transient_storage_error``, at most ``STORAGE_ATTEMPTS`` tries; each retry logged naming
+    ``what`` (the request) and the failure."""
+    for attempt in range(1, STORAGE_ATTEMPTS + 1):
+        try:
+            return call()
+        except Exception as exc:
+            why = transient_storage_error(exc)
+            if why is None or attempt == STORAGE_ATTEMPTS:
+                raise
+            delay = min(_MAX_BACKOFF, _FIRST_BACKOFF * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            log.warning("object storage: %s failed (%s); retrying in %.1f s (try %d of %d)", what, why, delay,
+                        attempt + 1, STORAGE_ATTEMPTS)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def client_config(read_timeout: float | None = None):
+    """botocore's settings for the product's S3 clients: no retries of its own (``storage_retry``
+    makes them, and says so), and explicit timeouts."""
+    from botocore.config import Config
+
+    return Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=CONNECT_TIMEOUT,
+                  read_timeout=read_timeout or READ_TIMEOUT)
 
 
 class StorageError(ValueError, PermanentError):
@@ -232,14 +298,17 @@ class LocalStore:
 
 
 class S3Store:
-    OPTIONS = ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+    # read_timeout: seconds an answer may take (READ_TIMEOUT by default)
+    OPTIONS = ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+               "read_timeout")
 
     @classmethod
     def from_spec(cls, spec: StorageSpec, client: Any = None) -> "S3Store":
         if client is None:
             import boto3  # here: executors import this module without touching S3 when file://
 
-            client = boto3.client("s3", **spec.options)
+            options = {k: v for k, v in spec.options.items() if k != "read_timeout"}
+            client = boto3.client("s3", config=client_config(spec.options.get("read_timeout")), **options)
         parsed = urlparse(spec.uri)
         return cls(parsed.netloc, parsed.path, client)
 
@@ -253,17 +322,20 @@ class S3Store:
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def put_file(self, local_path: str, key: str) -> None:
-        self.client.upload_file(local_path, self.bucket, self._key(key))
+        storage_retry(f"PUT {self.uri_of(key)}", lambda: self.client.upload_file(local_path, self.bucket, self._key(key)))
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        storage_retry(f"PUT {self.uri_of(key)}",
+                      lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data))
 
     def get_bytes(self, key: str) -> bytes:
-        return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        # the body is read inside the retry: a connection cut in the middle of it is retried too
+        return storage_retry(f"GET {self.uri_of(key)}", lambda: self.client.get_object(
+            Bucket=self.bucket, Key=self._key(key))["Body"].read())
 
     def get_range(self, key: str, offset: int, length: int) -> bytes:
-        data = self.client.get_object(Bucket=self.bucket, Key=self._key(key),
-                                      Range=f"bytes={offset}-{offset + length - 1}")["Body"].read()
+        data = storage_retry(f"GET {self.uri_of(key)} bytes {offset}-{offset + length - 1}", lambda: self.client.get_object(
+            Bucket=self.bucket, Key=self._key(key), Range=f"bytes={offset}-{offset + length - 1}")["Body"].read())
         if len(data) != length:
             raise StorageError(f"{self.uri_of(key)}: bytes {offset}-{offset + length - 1} gave {len(data)} bytes: "
                                "the object is shorter than its manifest says (changed after it was written)")
@@ -273,33 +345,36 @@ class S3Store:
         from botocore.exceptions import ClientError
 
         try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            storage_retry(f"HEAD {self.uri_of(key)}", lambda: self.client.head_object(Bucket=self.bucket,
+                                                                                      Key=self._key(key)))
             return True
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return False
             raise
 
-    def _iter_objects(self, prefix: str) -> Iterator[StoredObject]:
-        paginator = self.client.get_paginator("list_objects_v2")
-        strip = len(self.prefix) + 1 if self.prefix else 0
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
-            for obj in page.get("Contents", []):
-                yield StoredObject(obj["Key"][strip:], obj["Size"], obj["LastModified"].astimezone(dt.timezone.utc))
+    def _objects(self, prefix: str) -> list[StoredObject]:
+        def listing() -> list[StoredObject]:
+            paginator = self.client.get_paginator("list_objects_v2")
+            strip = len(self.prefix) + 1 if self.prefix else 0
+            return [StoredObject(obj["Key"][strip:], obj["Size"], obj["LastModified"].astimezone(dt.timezone.utc))
+                    for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix))
+                    for obj in page.get("Contents", [])]
 
-    def _iter_keys(self, prefix: str) -> Iterator[str]:
-        return (o.key for o in self._iter_objects(prefix))
+        return storage_retry(f"LIST {self.uri_of(prefix)}", listing)
 
     def list_keys(self, prefix: str) -> list[str]:
-        return sorted(self._iter_keys(prefix))
+        return sorted(o.key for o in self._objects(prefix))
 
     def list_objects(self, prefix: str) -> list[StoredObject]:
-        return sorted(self._iter_objects(prefix), key=lambda o: o.key)
+        return sorted(self._objects(prefix), key=lambda o: o.key)
 
     def delete_prefix(self, prefix: str) -> None:
-        keys = [{"Key": self._key(k)} for k in self._iter_keys(prefix)]
+        keys = [{"Key": self._key(o.key)} for o in self._objects(prefix)]
         for i in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
-            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys[i : i + 1000]})
+            storage_retry(f"DELETE {len(keys[i:i + 1000])} objects under {self.uri_of(prefix)}",
+                          lambda part=keys[i : i + 1000]: self.client.delete_objects(
+                              Bucket=self.bucket, Delete={"Objects": part}))
 
     def uri_of(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
@@ -310,7 +385,8 @@ class S3Store:
         fd, path = tempfile.mkstemp(prefix="mysql-cdc-", suffix=".part")
         os.close(fd)
         try:
-            self.client.download_file(self.bucket, self._key(key), path)
+            storage_retry(f"GET {self.uri_of(key)}",
+                          lambda: self.client.download_file(self.bucket, self._key(key), path))
             yield path
         finally:
             os.unlink(path)
@@ -321,17 +397,18 @@ class S3Store:
         GET per read): a Parquet reader reads the footer and then only the row groups it is
         asked for, not the whole object. Unbuffered: a Parquet reader asks for exactly the column
         chunks it needs, and a buffer would only read ahead into groups it does not."""
-        with _S3RangeReader(self.client, self.bucket, self._key(key)) as reader:
+        with _S3RangeReader(self, key) as reader:
             yield reader
 
 
 class _S3RangeReader(io.RawIOBase):
     """An S3 object read by byte ranges; ``fetched``: the bytes it has downloaded."""
 
-    def __init__(self, client, bucket: str, key: str):
+    def __init__(self, store: S3Store, key: str):
         super().__init__()
-        self.client, self.bucket, self.key = client, bucket, key
-        self.size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        self.store, self.key = store, key
+        self.size = storage_retry(f"HEAD {store.uri_of(key)}", lambda: store.client.head_object(
+            Bucket=store.bucket, Key=store._key(key))["ContentLength"])
         self.offset = 0
         self.fetched = 0
 
@@ -353,9 +430,7 @@ class _S3RangeReader(io.RawIOBase):
         length = min(len(buffer), self.size - self.offset)
         if length <= 0:
             return 0
-        end = self.offset + length - 1
-        body = self.client.get_object(Bucket=self.bucket, Key=self.key, Range=f"bytes={self.offset}-{end}")["Body"]
-        data = body.read()
+        data = self.store.get_range(self.key, self.offset, length)
         buffer[:len(data)] = data
         self.offset += len(data)
         self.fetched += len(data)

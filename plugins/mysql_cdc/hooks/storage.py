@@ -14,7 +14,7 @@ from airflow.sdk import BaseHook
 
 from ..contracts import MANIFEST_NAME, ChangeBatch, batch_prefix
 from ..capture.stream.extract import BatchTarget
-from ..storage import ObjectStore, StorageSpec, read_batch, read_manifest
+from ..storage import ObjectStore, StorageSpec, client_config, read_batch, read_manifest
 from .connections import required_connection
 
 
@@ -43,7 +43,11 @@ class BatchStorageHook(BaseHook):
             # S3Hook alone would log a warning and carry on with no connection at all.
             required_connection(self.aws_conn_id, "AWS", ("aws",))
         # aws_conn_id None: boto3's default credential chain (instance role, AWS_* variables).
-        return S3Hook(aws_conn_id=self.aws_conn_id)
+        # botocore's own retries off (the store retries and logs each: storage.storage_retry) and
+        # its timeouts explicit; what the connection's extra config_kwargs sets wins
+        given = S3Hook(aws_conn_id=self.aws_conn_id).conn_config.botocore_config if self.aws_conn_id else None
+        config = client_config().merge(given) if given is not None else client_config()
+        return S3Hook(aws_conn_id=self.aws_conn_id, config=config)
 
     @cached_property
     def store(self) -> ObjectStore:

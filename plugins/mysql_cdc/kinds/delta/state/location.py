@@ -71,6 +71,10 @@ class LakeLocation:
         # Every writer of a pipeline's state runs one at a time (Airflow runs one DAG run of a
         # pipeline at a time, and its tasks in order), so delta-rs's commit needs no lock service.
         found["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
+        # object_store retries a 5xx answer or a dropped connection itself; set, not left to its
+        # defaults: 6 tries within 2 minutes from 0.2 s of backoff, and a 60 s limit per request
+        found.update({"max_retries": "5", "retry_timeout": "120s", "backoff_config.init_backoff": "200ms",
+                      "backoff_config.max_backoff": "3s", "timeout": "60s"})
         return found
 
     # -- Spark (Hadoop's S3A) ---------------------------------------------------------------------
@@ -96,6 +100,10 @@ class LakeLocation:
             conf[prefix + "connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
         if options.get("region_name"):
             conf[prefix + "endpoint.region"] = options["region_name"]
+        # S3A retries a 5xx answer or a dropped connection itself (the AWS SDK's tries, then its
+        # own); set, not left to the defaults of whichever hadoop-aws the cluster has
+        conf.update({prefix + "attempts.maximum": "5", prefix + "retry.limit": "5", prefix + "retry.interval": "500ms",
+                     prefix + "retry.throttle.limit": "10", prefix + "connection.timeout": "60s"})
         if options.get("aws_access_key_id"):
             conf[prefix + "access.key"] = options["aws_access_key_id"]
             conf[prefix + "secret.key"] = options.get("aws_secret_access_key", "")
