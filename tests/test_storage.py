@@ -62,3 +62,27 @@ def test_a_spec_rejects_options_its_backend_does_not_take_and_hides_them():
     spec = StorageSpec("s3://lake/cdc", {"aws_secret_access_key": "s3cr3t"})
     assert "s3cr3t" not in repr(spec)
     assert StorageSpec.from_json(spec.to_json()).options == {"aws_secret_access_key": "s3cr3t"}
+
+
+def test_which_s3_failures_the_store_retries():
+    from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
+
+    from mysql_cdc.storage import transient_storage_error
+
+    def answer(status: int, code: str) -> ClientError:
+        return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject")
+
+    assert transient_storage_error(answer(503, "SlowDown")) == "503 SlowDown"
+    assert transient_storage_error(answer(500, "InternalError")) == "500 InternalError"
+    assert transient_storage_error(answer(403, "AccessDenied")) is None
+    assert transient_storage_error(answer(404, "NoSuchKey")) is None
+    assert transient_storage_error(ConnectionClosedError(endpoint_url="http://s3")).startswith("ConnectionClosedError")
+    assert transient_storage_error(ReadTimeoutError(endpoint_url="http://s3")).startswith("ReadTimeoutError")
+    try:  # s3transfer's own error, raised while handling the client's
+        try:
+            raise answer(503, "SlowDown")
+        except ClientError:
+            raise RuntimeError("Failed to upload /tmp/x to bucket/key")
+    except RuntimeError as wrapped:
+        assert transient_storage_error(wrapped) == "503 SlowDown"
+    assert transient_storage_error(ValueError("bad")) is None

@@ -68,15 +68,17 @@ def transient_storage_error(exc: BaseException) -> str | None:
     return None
 
 
-def storage_retry(what: str, call: Callable[[], T]) -> T:
-    """``call()`` retried with exponential backoff and jitter while it fails with a
-    ``transient_storage_error``, at most ``STORAGE_ATTEMPTS`` tries; each retry logged naming
+def storage_retry(what: str, call: Callable[[], T],
+                  transient: Callable[[BaseException], str | None] = transient_storage_error) -> T:
+    """``call()`` retried with exponential backoff and jitter while it fails with an error
+    ``transient`` describes (a ``transient_storage_error`` by default; another client's errors
+    read by its own classifier), at most ``STORAGE_ATTEMPTS`` tries; each retry logged naming
     ``what`` (the request) and the failure."""
     for attempt in range(1, STORAGE_ATTEMPTS + 1):
         try:
             return call()
         except Exception as exc:
-            why = transient_storage_error(exc)
+            why = transient(exc)
             if why is None or attempt == STORAGE_ATTEMPTS:
                 raise
             delay = min(_MAX_BACKOFF, _FIRST_BACKOFF * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)

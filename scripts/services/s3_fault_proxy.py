@@ -12,21 +12,31 @@ pointed at ``endpoint_url``; the proxy forwards each request to the real endpoin
 - ``"stall"``: no answer for ``stall_seconds``, then the connection closed (a timeout).
 
 A rule applies to the first ``times`` requests it matches (``times=None``: every one). What was
-injected is kept in ``injected`` (method, path, fault), so a test can assert it really happened.
-The proxy runs in a thread of the test process: a test adds and clears rules directly.
+injected is kept (method, path, fault), so a test can assert it really happened.
+
+The proxy is a process of its own (``S3FaultProxy`` starts it; a test adds and clears rules through
+its control path ``/__fault_proxy__/``): in the test process, its threads would wait for the GIL
+while delta-rs's query engine holds it blocking on the very request the proxy has to answer.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
-from dataclasses import dataclass
+import urllib.request
+from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlparse
+
+from .process import make_preexec
 
 _ERRORS = {"503": ("SlowDown", "Please reduce your request rate."),
            "500": ("InternalError", "We encountered an internal error. Please try again."),
@@ -48,7 +58,53 @@ class FaultRule:
             and re.search(self.path, path) is not None
 
 
+CONTROL = "/__fault_proxy__/"
+_SCRIPTS = Path(__file__).resolve().parents[1]  # where ``services`` is a package
+
+
 class S3FaultProxy:
+    """The proxy's process, seen from a test: ``add`` and ``clear`` rules, read ``injected``."""
+
+    def __init__(self, upstream: str):
+        self.upstream = upstream
+        self._proc: subprocess.Popen | None = None
+        self.endpoint_url = ""
+
+    def start(self) -> "S3FaultProxy":
+        self._proc = subprocess.Popen([sys.executable, "-m", "services.s3_fault_proxy", self.upstream],
+                                      stdout=subprocess.PIPE, text=True, cwd=str(_SCRIPTS),
+                                      preexec_fn=make_preexec(True))
+        self.endpoint_url = self._proc.stdout.readline().strip()
+        if not self.endpoint_url.startswith("http://"):
+            raise RuntimeError(f"the S3 fault proxy did not start: {self.endpoint_url!r}")
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(10)
+
+    def _control(self, method: str, body: object = None):
+        request = urllib.request.Request(self.endpoint_url + CONTROL, method=method,
+                                         data=json.dumps(body).encode() if body is not None else None)
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def add(self, *rules: "FaultRule") -> None:
+        self._control("POST", [asdict(r) for r in rules])
+
+    def clear(self) -> None:
+        """No more faults, and nothing injected so far."""
+        self._control("DELETE")
+
+    @property
+    def injected(self) -> list[tuple[str, str, str]]:
+        return [tuple(i) for i in self._control("GET")]
+
+
+class _FaultState:
+    """The proxy process's rules and what it injected."""
+
     def __init__(self, upstream: str):
         parsed = urlparse(upstream)
         self.upstream = (parsed.hostname, parsed.port or 80)
@@ -61,30 +117,17 @@ class S3FaultProxy:
         class Handler(_ProxyHandler):
             owner = proxy
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="s3-fault-proxy", daemon=True)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
 
-    @property
-    def endpoint_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> "S3FaultProxy":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def add(self, *rules: FaultRule) -> None:
+    def control(self, method: str, body: bytes) -> object:
         with self._lock:
-            self.rules.extend(rules)
-
-    def clear(self) -> None:
-        with self._lock:
-            self.rules.clear()
+            if method == "POST":
+                self.rules.extend(FaultRule(**r) for r in json.loads(body))
+            elif method == "DELETE":
+                self.rules.clear()
+                self.injected.clear()
+            return self.injected
 
     def fault_for(self, method: str, path: str) -> FaultRule | None:
         with self._lock:
@@ -99,7 +142,7 @@ class S3FaultProxy:
 
 
 class _ProxyHandler(BaseHTTPRequestHandler):
-    owner: S3FaultProxy
+    owner: _FaultState
     protocol_version = "HTTP/1.1"  # keep-alive, as S3 clients expect
 
     def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
@@ -150,6 +193,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         body = self._body()
+        if self.path.startswith(CONTROL):
+            answer = json.dumps(self.owner.control(self.command, body)).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            return
         rule = self.owner.fault_for(self.command, self.path)
         fault = rule.fault if rule else None
         if fault in _ERRORS:
@@ -178,3 +228,16 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _handle
+
+
+def main() -> None:
+    """``python -m services.s3_fault_proxy <upstream URL>``: serve until terminated; the first line
+    on stdout is the proxy's endpoint URL."""
+    state = _FaultState(sys.argv[1])
+    host, port = state.server.server_address[:2]
+    print(f"http://{host}:{port}", flush=True)
+    state.server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

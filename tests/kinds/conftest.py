@@ -12,12 +12,13 @@ from mysql_cdc.storage import StorageSpec
 @pytest.fixture
 def lake_pipeline(make_pipeline, tmp_path, request):
     """make(flavor="mariadb", s3=False) -> a started LakePipeline on a file:// lake, or an s3:// one
-    on the session's moto endpoint."""
+    on the session's moto endpoint (``bucket``: in that bucket, e.g. ``faulty_bucket``'s)."""
 
-    def make(flavor: str = "mariadb", s3: bool = False, changelog: tuple[str, ...] = ()) -> LakePipeline:
+    def make(flavor: str = "mariadb", s3: bool = False, changelog: tuple[str, ...] = (),
+             bucket: dict | None = None) -> LakePipeline:
         base = make_pipeline(flavor=flavor, start=False)
-        if s3:
-            bucket = request.getfixturevalue("s3_bucket")
+        if s3 or bucket:
+            bucket = bucket or request.getfixturevalue("s3_bucket")
             options = {k: bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id",
                                               "aws_secret_access_key")}
             lake = StorageSpec(f"s3://{bucket['bucket']}/lake", options)

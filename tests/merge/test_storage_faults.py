@@ -41,7 +41,7 @@ def test_failures_a_retry_fixes_are_retried_and_logged(make_pipeline, faulty_buc
     assert len(retried) == 4 and retried[0].startswith(f"object storage: PUT {pipeline.storage.uri}/")
     assert "failed (503 SlowDown)" in retried[0] and "failed (500 InternalError)" in retried[-1]
 
-    proxy.injected.clear()
+    proxy.clear()
     proxy.add(FaultRule("cut", "GET", BATCH_FILES), FaultRule("503", "GET", BATCH_FILES),
               FaultRule("reset", None, MANIFEST))
     run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets, driver_rows)

@@ -220,3 +220,23 @@ def test_the_schema_changes_that_make_a_tables_columns_the_batchs():
     assert not schema_changes({"id": ("id", "INT")}, columns[:1], "d.t")
     with pytest.raises(FollowerSchemaError, match=r"d\.t\.n changed type from BIGINT to INT.*resnapshot"):
         schema_changes({"n": ("n", "BIGINT")}, (ColumnSpec("n", "int", "int32"),), "d.t")
+
+
+# -- which delta-rs failures the lake retries itself (state.location.lake_retry) -------------------
+
+
+@pytest.mark.parametrize("message, retried", [
+    ("Generic S3 error: Error performing GET http://s3/x/_delta_log/1.json - HTTP error: request or response body "
+     "error: error reading a body from connection: Connection reset by peer (os error 104)", True),
+    ("Generic S3 error: Error performing PUT http://s3/x/_delta_log/2.json in 5ms, after 2 retries - HTTP error: "
+     "error sending request: connection error: Connection reset by peer (os error 104)", True),
+    # object_store retried a 5xx for its whole retry_timeout already: not again
+    ("Generic S3 error: Error performing PUT http://s3/x in 30s, after 5 retries - Server error with status "
+     "503 Service Unavailable: <Error><Code>SlowDown</Code></Error>", False),
+    ("Generic S3 error: Client error with status 403 Forbidden: <Error><Code>AccessDenied</Code></Error>", False),
+])
+def test_the_lake_retries_a_broken_connection_not_what_object_store_retried_or_a_refusal(message, retried):
+    from mysql_cdc.kinds.delta.state.location import transient_lake_error
+
+    assert (transient_lake_error(OSError(message)) is not None) is retried
+    assert transient_lake_error(ValueError(message)) is None  # not delta-rs's I/O error

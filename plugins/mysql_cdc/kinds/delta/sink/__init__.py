@@ -45,7 +45,7 @@ from ....contracts import change_row as cr
 from ....crash_points import crash_point
 from ....merge.errors import CheckpointError, TableCommitError
 from ..state import same_place
-from ..state.location import LakeLocation, position_version
+from ..state.location import LakeLocation, lake_retry, position_version
 from ..state.tables import StateRow, StateTables
 from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
 from . import changelog, ddl, merges
@@ -151,7 +151,8 @@ class DeltaSink(Sink[DeltaTableRef]):
         ``TableNotFoundError`` for a table not created yet."""
         from deltalake import DeltaTable
 
-        return DeltaTable(self.location.table_uri(database, table), storage_options=self.location.storage_options())
+        uri = self.location.table_uri(database, table)
+        return lake_retry(f"open {uri}", lambda: DeltaTable(uri, storage_options=self.location.storage_options()))
 
     def version(self, database: str, table: str) -> int:
         return self.delta_rs(database, table).version()
@@ -407,11 +408,21 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
     def _commit_one(self, s: StagedRows, txn: tuple[str, int], committed: _Committed) -> None:
         started = time.monotonic()
         try:
-            version = self.sink.commit_table(s, txn)
+            version = self._commit_retried(s, txn) if s.rows is None and s.log is None else self.sink.commit_table(s, txn)
         except Exception as exc:  # noqa: BLE001 - said again naming the table and the recovery
             raise TableCommitError.of(s.table.qualified_name, s.written, exc) from exc
         committed.add(s, version, time.monotonic() - started)
         crash_point("between_tables")
+
+    def _commit_retried(self, s: StagedRows, txn: tuple[str, int]) -> int:
+        """delta-rs's commit of one table, retried on a failure of S3 a retry may fix (``lake_retry``):
+        each try opens the table afresh and first looks for its transaction id, so a commit that
+        landed before its answer was lost is not made twice. (Spark's commits are retried by S3A.)"""
+        def attempt() -> int:
+            self.sink._opened.pop(s.table.qualified_name, None)
+            return self.sink.commit_table(s, txn)
+
+        return lake_retry(f"commit {self.sink.location.table_uri(s.table.database, s.table.table)}", attempt)
 
     def discard(self) -> None:
         self.sink._opened.clear()

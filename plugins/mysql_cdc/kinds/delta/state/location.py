@@ -12,12 +12,15 @@ credentials differently; this module is the one place that knows both spellings.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 from urllib.parse import urlparse
 
 from ....contracts import RESERVED_SCHEMA, BinlogPosition
-from ....storage import StorageSpec
+from ....storage import StorageSpec, storage_retry
+
+T = TypeVar("T")
 
 STATE_PREFIX = RESERVED_SCHEMA
 
@@ -29,6 +32,33 @@ def position_version(position: BinlogPosition) -> int:
     if position.offset >= 10**12:
         raise ValueError(f"binlog offset {position.offset} of {position} is beyond a 1 TB binlog file")
     return position.sequence * 10**12 + position.offset
+
+
+# delta-rs's words for a connection that broke: object_store retries a 5xx answer for up to its
+# ``retry_timeout``, but not an answer whose body breaks off (reading a log or data file), nor a
+# write whose connection was reset once it was sent (it may have landed), hence ``lake_retry``. A
+# 5xx is not retried here again: retries of retries would make an outage minutes long.
+_BROKEN = re.compile(r"error reading a body|body error|connection reset|broken pipe|connection closed",
+                     re.IGNORECASE)
+
+
+def transient_lake_error(exc: BaseException) -> str | None:
+    """What made a delta-rs call fail, when a retry here may fix it (None: it will not: a 4xx
+    answer such as 403 AccessDenied, a missing table, a conflict; or a 5xx object_store retried
+    already)."""
+    text = str(exc)
+    if not isinstance(exc, OSError) or re.search(r"status [45]\d\d", text):
+        return None
+    found = _BROKEN.search(text)
+    return f"{type(exc).__name__}: ...{found.group(0)}..." if found else None
+
+
+def lake_retry(what: str, call: Callable[[], T]) -> T:
+    """``call()`` (delta-rs opening, reading or committing a table) retried as the batch store's
+    requests are (``storage.storage_retry``, logged), while it fails with a
+    ``transient_lake_error``. Only for calls a retry cannot double: a read, or a commit that
+    checks its transaction id (or replaces what it wrote) when run again."""
+    return storage_retry(what, call, transient_lake_error)
 
 
 @dataclass(frozen=True)
@@ -72,8 +102,8 @@ class LakeLocation:
         # pipeline at a time, and its tasks in order), so delta-rs's commit needs no lock service.
         found["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
         # object_store retries a 5xx answer or a dropped connection itself; set, not left to its
-        # defaults: 6 tries within 2 minutes from 0.2 s of backoff, and a 60 s limit per request
-        found.update({"max_retries": "5", "retry_timeout": "120s", "backoff_config.init_backoff": "200ms",
+        # defaults: 6 tries within 30 s from 0.2 s of backoff, and a 60 s limit per request
+        found.update({"max_retries": "5", "retry_timeout": "30s", "backoff_config.init_backoff": "200ms",
                       "backoff_config.max_backoff": "3s", "timeout": "60s"})
         return found
 
@@ -100,10 +130,12 @@ class LakeLocation:
             conf[prefix + "connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
         if options.get("region_name"):
             conf[prefix + "endpoint.region"] = options["region_name"]
-        # S3A retries a 5xx answer or a dropped connection itself (the AWS SDK's tries, then its
-        # own); set, not left to the defaults of whichever hadoop-aws the cluster has
-        conf.update({prefix + "attempts.maximum": "5", prefix + "retry.limit": "5", prefix + "retry.interval": "500ms",
-                     prefix + "retry.throttle.limit": "10", prefix + "connection.timeout": "60s"})
+        # S3A retries a 5xx answer or a dropped connection itself, on top of the AWS SDK's own
+        # tries (the one kept low, as hadoop-aws advises); set, not left to the defaults of
+        # whichever hadoop-aws the cluster has (which retry a 503 for minutes)
+        conf.update({prefix + "attempts.maximum": "2", prefix + "retry.limit": "4", prefix + "retry.interval": "500ms",
+                     prefix + "retry.throttle.limit": "4", prefix + "retry.throttle.interval": "500ms",
+                     prefix + "connection.timeout": "60s"})
         if options.get("aws_access_key_id"):
             conf[prefix + "access.key"] = options["aws_access_key_id"]
             conf[prefix + "secret.key"] = options.get("aws_secret_access_key", "")

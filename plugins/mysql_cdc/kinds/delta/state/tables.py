@@ -16,7 +16,7 @@ import pyarrow as pa
 from ....contracts import BinlogPosition, Checkpoint, TablePosition, TablePositions
 from ....contracts.history import FailedTry
 from ....contracts.verification import VerificationResult
-from .location import LakeLocation
+from .location import LakeLocation, lake_retry
 
 CHECKPOINT, HISTORY, FAILED_TRIES, VERIFICATION = "checkpoint", "history", "failed_tries", "verification"
 
@@ -84,9 +84,10 @@ class StateTables:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
+        uri = self.location.state_uri(pipeline, name)
         try:
-            return DeltaTable(self.location.state_uri(pipeline, name), version=version,
-                              storage_options=self.location.storage_options())
+            return lake_retry(f"open {uri}", lambda: DeltaTable(uri, version=version,
+                                                                storage_options=self.location.storage_options()))
         except TableNotFoundError:
             return None
 
@@ -105,12 +106,16 @@ class StateTables:
     def read_state(self, pipeline: str, version: int | None = None) -> StateRow | None:
         """The pipeline's state row (as of the checkpoint table's ``version``, when given)."""
         table = self._table(pipeline, CHECKPOINT, version)
-        rows = table.to_pyarrow_table().to_pylist() if table is not None else []
+        rows = lake_retry(f"read {self.location.state_uri(pipeline, CHECKPOINT)}",
+                          lambda: table.to_pyarrow_table().to_pylist()) if table is not None else []
         return StateRow.from_dict(rows[0]) if rows else None
 
     def write_state(self, row: StateRow) -> None:
-        """Replace the state row: one Delta commit."""
-        self._write(row.checkpoint.pipeline, CHECKPOINT, row.to_arrow(), "overwrite")
+        """Replace the state row: one Delta commit (retried: a second commit of the same row changes
+        nothing)."""
+        pipeline = row.checkpoint.pipeline
+        lake_retry(f"commit {self.location.state_uri(pipeline, CHECKPOINT)}",
+                   lambda: self._write(pipeline, CHECKPOINT, row.to_arrow(), "overwrite"))
 
     # -- records of runs --------------------------------------------------------------------------
 
