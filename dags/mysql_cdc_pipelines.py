@@ -86,6 +86,10 @@ DAG_DEFAULTS = {"start_date": datetime(2024, 1, 1, tzinfo=timezone.utc), "catchu
                 "tags": ["mysql-cdc"]}
 
 
+SENSOR_RETRIES = 1
+SENSOR_RETRY_DELAY = timedelta(seconds=5)
+
+
 def build_dag(config: PipelineConfig) -> DAG:
     # Extract and merge are idempotent (same range -> same batch; replays at or before the
     # checkpoint are no-ops), so retrying them is always safe; the backoff rides out a restart.
@@ -113,6 +117,14 @@ def build_dag(config: PipelineConfig) -> DAG:
             timeout=config.wait_timeout,
             poke_interval=config.poke_interval,
             heartbeat=config.heartbeat,
+            # One quick retry, for a race in Airflow 3.3.2's scheduler, not for our errors: when
+            # the trigger fires at once (the leader moved just after the sensor's own check), the
+            # task can be queued again before the scheduler reads the executor's "success" of the
+            # deferring process; that stale event then fails the task ("state mismatch",
+            # apache/airflow#67287 and #72716, guarded upstream only for the scheduled state). A
+            # second check of the leader is always safe.
+            retries=SENSOR_RETRIES,
+            retry_delay=SENSOR_RETRY_DELAY,
         )
         extract = CdcExtractOperator(
             task_id="extract_batch",
