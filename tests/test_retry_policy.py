@@ -38,6 +38,10 @@ class Verdict(Exception):
     pymysql.err.InternalError(1273, "Unknown collation: 'utf8mb4_0900_ai_ci'"),
     pymysql.err.ProgrammingError(1064, "You have an error in your SQL syntax"),
     pymysql.err.OperationalError(1142, "INSERT command denied to user"),
+    pymysql.err.OperationalError(1290, "The MySQL server is running with the --read-only option"),
+    pymysql.err.OperationalError(1836, "Running in read-only mode"),
+    pymysql.err.OperationalError(1114, "The table 't' is full"),
+    pymysql.err.OperationalError(1021, "Disk full (./t.MYD); waiting for someone to free some space"),
     chained(RuntimeError("wrapped"), FollowerSchemaError("columns differ")),
     Verdict(True),
 ], ids=lambda e: type(e).__name__)

@@ -34,6 +34,8 @@ PERMANENT_SERVER_ERRORS = frozenset({
     1286,  # unknown storage engine
     1366, 1406,  # a value the follower's column cannot hold
     4161,  # unknown data type
+    1290, 1836, 1792,  # the server is read-only (read_only, super_read_only, a read-only transaction)
+    1021, 1114,  # disk full, table full
 })
 # ... and those that say "try again"
 TRANSIENT_SERVER_ERRORS = frozenset({

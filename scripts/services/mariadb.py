@@ -160,7 +160,7 @@ class MariaDBServer:
         self._secure()
         return self
 
-    def _spawn_and_wait(self) -> None:
+    def _spawn_and_wait(self, restarted: bool = False) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.pid_file.unlink()
         log_size = self.error_log.stat().st_size if self.error_log.exists() else 0
@@ -202,6 +202,8 @@ class MariaDBServer:
                 conn.close()
                 return
             except pymysql.err.OperationalError as exc:
+                if exc.args[0] == 1045 and restarted:
+                    return  # root has its password already: the server answered, it is up
                 last_err = exc
                 time.sleep(0.1)
         self.stop()
@@ -248,6 +250,27 @@ class MariaDBServer:
                 terminate(pid, None, timeout)
         else:
             stop_stale(self.pid_file, str(self.service_dir))
+
+    def restart(self, crash: bool = False) -> None:
+        """Stop the server (a clean shutdown, or with ``crash`` a SIGKILL: no shutdown at all, as
+        when the machine loses power) and start it again on the same datadir and port."""
+        if crash:
+            self.kill()
+        else:
+            self.stop()
+        self.start_again()
+
+    def kill(self) -> None:
+        """SIGKILL the server and leave it down (``start_again`` brings it back)."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait(timeout=30)
+        self.stop()
+
+    def start_again(self) -> None:
+        """Start a stopped server on its datadir and port, keeping everything it had."""
+        if not self.is_running():
+            self._spawn_and_wait(restarted=True)
 
     def is_running(self) -> bool:
         if self._proc is not None:

@@ -98,6 +98,11 @@ class CaptureError(RuntimeError, PermanentError):
     """The binlog cannot be turned into a correct batch; the message names where and why."""
 
 
+class LeaderUnreachableError(RuntimeError):
+    """The leader's connection was lost or refused in the middle of a read (a restart, a failover, the
+    network): not permanent, the task's retry reads the range again from the checkpoint."""
+
+
 class SnapshotError(RuntimeError, PermanentError):
     """A snapshot copy cannot be made; the message says why and what to do."""
 

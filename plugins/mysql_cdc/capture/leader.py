@@ -18,6 +18,8 @@ from ..contracts.gtid_set import parse_gtid_set
 from ..mysql_server import MySQLSettings
 from .gtid import event_gtid
 from ..errors import PermanentError
+from ..retry_policy import TRANSIENT_SERVER_ERRORS, server_error_code
+from .events import LeaderUnreachableError
 
 
 class PreflightError(RuntimeError, PermanentError):
@@ -63,9 +65,10 @@ class Leader:
             try:
                 self._conn = self.settings.connect()
             except pymysql.err.OperationalError as exc:
-                raise PreflightError(
-                    f"cannot connect to {self.settings.describe('leader')}: {exc.args[-1]}"
-                ) from exc
+                message = f"cannot connect to {self.settings.describe('leader')}: {exc.args[-1]}"
+                if server_error_code(exc) in TRANSIENT_SERVER_ERRORS:  # down, restarting: the retry may find it
+                    raise LeaderUnreachableError(message) from exc
+                raise PreflightError(message) from exc  # refused: a password, a grant, TLS
         return self._conn
 
     def _rows(self, sql: str) -> list[tuple]:

@@ -44,3 +44,9 @@ class FollowerDivergedError(MergeError, PermanentError):
 
 class FollowerVersionError(MergeError, PermanentError):
     """The follower server is older than the merge's queries need: no retry can fix it."""
+
+
+class FollowerUnwritableError(MergeError, PermanentError):
+    """The follower refuses every write, whatever the statement: it is read-only (a replica, a
+    failover in progress, an operator's ``read_only``) or out of space. No retry within minutes
+    helps; a person makes it writable or points the pipeline at the writable server."""

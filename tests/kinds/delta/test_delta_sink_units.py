@@ -2,16 +2,18 @@
 type's Delta type (from the batch's Arrow type and from a DDL statement), the transaction version
 of a position, the lake's spellings of one location for delta-rs and for Spark, which tables a lake
 copies again instead of merging, the schema changes a table needs, and an empty table's append and a
-small table's merge from Arrow (delta-rs, no Spark)."""
+small table's merge from Arrow, keyed and keyless (delta-rs, no Spark)."""
 
 import datetime as dt
+import random
+from collections import Counter
 
 import pyarrow as pa
 import pytest
 
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, ColumnSpec, DdlSegment, DdlTarget, RowSegment, TableChanges
 from mysql_cdc.contracts import change_row as cr
-from mysql_cdc.kinds.delta.sink.merges import append_arrow, arrow_inserts, merge_arrow
+from mysql_cdc.kinds.delta.sink.merges import append_arrow, arrow_inserts, keyless_rewrite, merge_arrow, merge_arrow_keyless
 from mysql_cdc.kinds.delta.sink.ddl import added_columns, column_drops, column_renames, created_columns, ddl_delta_type
 from mysql_cdc.kinds.delta.sink.ddl import _existing_value as existing_value
 from mysql_cdc.kinds.delta.sink.recopy import spark_type, tables_to_copy
@@ -208,6 +210,86 @@ def test_a_driver_merge_applies_each_keys_net_row_once_per_transaction_id(tmp_pa
     assert after.version() == 1 and after.transaction_version("mysql-cdc/p/leader") == 5
     assert sorted(after.to_pyarrow_table().to_pylist(), key=lambda r: (r["Id"], r["k 2"])) == [
         {"Id": 1, "k 2": "b", "V": "Y"}, {"Id": 2, "k 2": "a", "V": "z"}, {"Id": 3, "k 2": "a", "V": "new"}]
+
+
+def net_of(before: Counter, after: Counter) -> pa.Table:
+    """Keyless net rows as the netting makes them: per row value, ``I`` with the copies added or
+    ``D`` with the copies removed."""
+    rows = {"a": [], "b": [], cr.NET_OP: [], cr.NET_COUNT: []}
+    for value in set(before) | set(after):
+        change = after[value] - before[value]
+        if change:
+            for column, v in zip(("a", "b"), value):
+                rows[column].append(v)
+            rows[cr.NET_OP].append(cr.INSERT if change > 0 else cr.DELETE)
+            rows[cr.NET_COUNT].append(abs(change))
+    return pa.table({"a": pa.array(rows["a"], pa.int32()), "b": pa.array(rows["b"], pa.string()),
+                     cr.NET_OP: pa.array(rows[cr.NET_OP], pa.string()), cr.NET_COUNT: pa.array(rows[cr.NET_COUNT], pa.int64())})
+
+
+def held_of(rows: Counter) -> pa.Table:
+    # as copies_held returns them: strings read as views, counts not null
+    values = list(rows)
+    return pa.table({"a": pa.array([v[0] for v in values], pa.int32()),
+                     "b": pa.array([v[1] for v in values], pa.string_view()),
+                     "n": pa.array([rows[v] for v in values], pa.int64())})
+
+
+def applied(table: Counter, source: pa.Table) -> Counter:
+    """What the rewrite's MERGE does: every copy of a ``del`` value goes, each ``ins`` row is a copy."""
+    rows = source.to_pylist()
+    gone = {(r["a"], r["b"]) for r in rows if r["__mcdc_side"] == "del"}
+    out = Counter({v: n for v, n in table.items() if v not in gone})
+    out.update((r["a"], r["b"]) for r in rows if r["__mcdc_side"] == "ins")
+    return out
+
+
+def test_a_keyless_rewrite_in_arrow_on_inline_rows():
+    """Equal rows are one value, NULLs included; a value's held copies are all removed and the count it
+    must hold inserted back; values the batch does not touch are not in the source at all."""
+    held = Counter({(1, "x"): 1, (2, None): 3, (3, "z"): 1, (None, None): 2})
+    after = Counter({(1, "x"): 3, (2, None): 2, (3, "z"): 1, (None, None): 0, (4, None): 1})
+    source = keyless_rewrite(net_of(held, after), held_of(held), ["a", "b"])
+    rows = sorted(((r["__mcdc_side"], r["a"], r["b"]) for r in source.to_pylist()), key=repr)
+    assert rows == sorted([("del", 1, "x"), ("del", 2, None), ("del", None, None),
+                           ("ins", 1, "x"), ("ins", 1, "x"), ("ins", 1, "x"), ("ins", 2, None), ("ins", 2, None),
+                           ("ins", 4, None)], key=repr)
+    assert source.schema.field("b").type == pa.string()  # the batch's types, not delta-rs's views
+
+
+def test_a_keyless_rewrite_matches_multiset_arithmetic_on_random_tables():
+    rng = random.Random(7)
+    values = [(a, b) for a in (1, 2, None) for b in ("x", "", None)]
+    for _ in range(200):
+        held = Counter({v: rng.randint(1, 3) for v in rng.sample(values, rng.randint(0, 6))})
+        after = Counter({v: rng.randint(0, 4) for v in rng.sample(values, rng.randint(0, 6))})
+        after.update({v: n for v, n in held.items() if v not in after})
+        after = +after
+        assert applied(held, keyless_rewrite(net_of(held, after), held_of(held), ["a", "b"])) == after
+
+
+def test_a_driver_merge_of_a_keyless_table_rewrites_the_touched_values_once_per_transaction_id(tmp_path):
+    """``merge_arrow_keyless`` (delta-rs, no Spark) on a table with deletion vectors and column mapping
+    (the lake's defaults): copies added and removed, a value with NULLs, a value deleted whole; its
+    retry under the same transaction id changes nothing."""
+    from deltalake import DeltaTable, QueryBuilder, write_deltalake
+
+    uri = str(tmp_path / "bag")
+    held = Counter({(1, "x"): 2, (2, None): 1, (None, None): 1, (5, "keep"): 1})
+    rows = [v for v, n in held.items() for _ in range(n)]
+    write_deltalake(uri, pa.table({"a": pa.array([r[0] for r in rows], pa.int32()), "B": [r[1] for r in rows]}),
+                    configuration={"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": "name",
+                                   "delta.minReaderVersion": "3", "delta.minWriterVersion": "7"})
+    table = TableChanges("d", "bag", (ColumnSpec("a", "int", "int32"), ColumnSpec("b", "varchar(4)", "string")),
+                         (), (), 4)
+    after = Counter({(1, "x"): 1, (2, None): 3, (None, None): 0, (5, "keep"): 1, (6, None): 2})
+    net = net_of(held, after)
+    merge_arrow_keyless(DeltaTable(uri), table, net, ("mysql-cdc/p/leader", 5))
+    merge_arrow_keyless(DeltaTable(uri), table, net, ("mysql-cdc/p/leader", 5))  # a retry of the same commit
+    lake = DeltaTable(uri)
+    assert lake.version() == 1 and lake.transaction_version("mysql-cdc/p/leader") == 5
+    read = pa.table(QueryBuilder().register("t", lake).execute('SELECT a, "B" FROM t').read_all()).to_pylist()
+    assert Counter((r["a"], r["B"]) for r in read) == +after
 
 
 def test_the_schema_changes_that_make_a_tables_columns_the_batchs():

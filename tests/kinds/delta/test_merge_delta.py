@@ -344,9 +344,9 @@ def _writers(pipeline: LakePipeline, name: str, since: int) -> list[tuple[str, s
 @pytest.mark.parametrize("driver_merge_bytes", [None, 0], ids=["small-tables-in-the-driver", "every-merge-by-spark"])
 def test_who_merges_a_table_follows_its_key_and_size_and_the_lake_is_the_same(lake_pipeline, spark, monkeypatch,
                                                                                driver_merge_bytes):
-    """A small keyed table's net rows are merged by delta-rs in the driver (no Spark job); a keyless
-    one's multiset rewrite, and a keyed table whose files hold more than ``DRIVER_MERGE_BYTES``, by
-    Spark's MERGE. Either way the lake equals the leader, after each batch."""
+    """A small table's net rows are merged by delta-rs in the driver (no Spark job), a keyed table's
+    by key and a keyless one's as a multiset rewrite; a table whose files hold more than
+    ``DRIVER_MERGE_BYTES``, by Spark's MERGE. Either way the lake equals the leader, after each batch."""
     from mysql_cdc.kinds.delta import sink as delta_sink
 
     if driver_merge_bytes is not None:
@@ -364,9 +364,9 @@ def test_who_merges_a_table_follows_its_key_and_size_and_the_lake_is_the_same(la
     run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
 
     assert_lake_equals_leader(pipeline)
-    keyed_engine = "delta-rs" if driver_merge_bytes is None else "Apache-Spark"
-    assert _writers(pipeline, f"{db}.owner", before[f"{db}.owner"]) == [("MERGE", keyed_engine)]
-    assert _writers(pipeline, f"{db}.pet", before[f"{db}.pet"]) == [("MERGE", "Apache-Spark")]
+    engine = "delta-rs" if driver_merge_bytes is None else "Apache-Spark"
+    assert _writers(pipeline, f"{db}.owner", before[f"{db}.owner"]) == [("MERGE", engine)]
+    assert _writers(pipeline, f"{db}.pet", before[f"{db}.pet"]) == [("MERGE", engine)]
     # a replay of the batch changes nothing (each table's commit skipped under its transaction id)
     versions = pipeline.cut().versions
     run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)

@@ -98,3 +98,35 @@ def test_a_missing_grant_fails_naming_the_privilege_and_the_statement(least, spa
     schema = "<the schema of table `t`>" if type(pipeline.follower).__name__ == "MySQLServer" else f"`{db}`"
     assert f"grant it: GRANT DELETE ON {schema}.* TO '{user}'@'%'" in one_line(caught.value)
     assert pipeline.checkpoint().position == first.end
+
+
+def test_a_read_only_follower_fails_the_merge_at_once_naming_the_server(least, spark):
+    """The follower set read-only between two merges (a failover in progress, an operator's
+    ``read_only``): the merge fails at once with one error that names the server, the cause and the
+    fix, not a statement's refusal retried for minutes; nothing is committed, and once the server
+    is writable again the same batch applies."""
+    from mysql_cdc.merge.errors import FollowerUnwritableError
+    from mysql_cdc.merge.job import one_line
+    from mysql_cdc.retry_policy import is_permanent
+
+    pipeline, db = least, least.database
+    pipeline.start()
+    first = pipeline.capture([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)",
+                              f"INSERT INTO {db}.t VALUES (1, 1), (2, 2)"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    second = pipeline.capture([f"INSERT INTO {db}.t VALUES (3, 3)", f"UPDATE {db}.t SET v = 10 WHERE id = 1"])
+    pipeline.follower.run_sql(["SET GLOBAL read_only = ON"])
+    try:
+        with pytest.raises(FollowerUnwritableError) as caught:
+            run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    finally:
+        pipeline.follower.run_sql(["SET GLOBAL read_only = OFF"])
+    assert is_permanent(caught.value)
+    settings = pipeline.follower_settings
+    assert one_line(caught.value).startswith(
+        f"the follower at {settings.host}:{settings.port} as '{settings.user}' refuses writes: it is read-only")
+    assert "(MySQL error 1290)" in one_line(caught.value) and "SET GLOBAL read_only = OFF" in one_line(caught.value)
+    assert pipeline.checkpoint().position == first.end
+
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    assert_same_database(pipeline.leader, pipeline.follower, db)

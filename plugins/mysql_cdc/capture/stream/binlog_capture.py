@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from pymysqlreplication.constants import NONE_SOURCE
 from pymysqlreplication.event import (
+    FormatDescriptionEvent,
     GtidEvent,
     MariadbGtidEvent,
     NotImplementedEvent,
@@ -218,6 +219,13 @@ class BinlogCapture:
         self.file = event.next_binlog
         if event.timestamp != 0 and self.at_boundary:
             self.position = BinlogPosition(self.file, 4)
+
+    def _on_format_description(self, event, start, after) -> None:
+        # A file's first event: the file may come from a restarted server, whose table ids
+        # start again (BinlogReader.forget_table_ids), so no id read before it names a table now.
+        self.tables.clear()
+        self.native_tables.clear()
+        self._on_other(event, start, after)
 
     def _on_other(self, event, start, after) -> None:
         # Format descriptions, GTID lists, checkpoints, annotations, heartbeats: no data. Outside
@@ -469,6 +477,7 @@ class BinlogCapture:
                                   self.end_time)
 
     _HANDLERS = {
+        FormatDescriptionEvent: _on_format_description,
         MariadbGtidEvent: _on_mariadb_gtid,
         GtidEvent: _on_gtid,
         QueryEvent: _on_query,

@@ -7,11 +7,13 @@ from typing import Iterator
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import FormatDescriptionEvent
 
 from ...contracts import BinlogPosition
 from ...mysql_server import MySQLSettings
 from .compressed import EventInflater
-from ..events import CaptureError
+from ...retry_policy import TRANSIENT_SERVER_ERRORS, server_error_code
+from ..events import CaptureError, LeaderUnreachableError
 
 class BinlogReader:
     """Every event from ``start`` to the current end of the leader's binlog (non-blocking), and
@@ -56,8 +58,29 @@ class BinlogReader:
             try:
                 event = self.stream.fetchone()
             except pymysql.err.OperationalError as exc:
-                raise self.settings.tls_error(exc) or CaptureError(
-                    f"reading the leader's binlog from {self.start} failed: {exc.args[-1]}") from exc
+                tls = self.settings.tls_error(exc)
+                if tls is not None:
+                    raise tls from exc
+                if server_error_code(exc) in TRANSIENT_SERVER_ERRORS:
+                    # mysql-replication reconnects once by itself on a lost connection; this is
+                    # the server still away then (a restart, a failover): the next try reads again
+                    raise LeaderUnreachableError(
+                        f"reading the leader's binlog from {self.start} failed: {exc.args[-1]}; "
+                        f"{self.settings.describe('leader')} is unreachable (restarting?), the task's "
+                        "retry reads the range again") from exc
+                raise CaptureError(f"reading the leader's binlog from {self.start} failed: {exc.args[-1]}") from exc
             if event is None:
                 return
+            if isinstance(event, FormatDescriptionEvent) and event.packet.log_pos != 0:
+                self.forget_table_ids()
             yield event
+
+    def forget_table_ids(self) -> None:
+        """Called at a binlog file's own format description (the first event of every file; the
+        one a dump makes up when it starts inside a file has position 0): the file may have been
+        written by a restarted server, and a table id means something only within one run of the
+        server, which numbers its tables again from the start. The library forgets its table maps
+        only at a rotate event with a timestamp, which a server that stopped (cleanly: a stop
+        event; or not: nothing) never writes; with ``freeze_schema`` it would then keep the map
+        of the table that had the id before the restart and decode another table's rows with it."""
+        self.stream.table_map = {}

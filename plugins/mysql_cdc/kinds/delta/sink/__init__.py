@@ -5,7 +5,7 @@ How a batch lands (``Sink`` methods and ``DeltaSegmentWriter``):
 - rows: each table's net rows become one Delta ``MERGE`` (by primary key; a keyless table by its
   full rows as a multiset, ``merges``), committed with ``txnAppId`` = the pipeline (and leader)
   and ``txnVersion`` = the segment's end position (``state.location.position_version``). A small
-  keyed table's rows netted on the driver are merged by delta-rs from Arrow, and an empty table's
+  table's rows netted on the driver are merged by delta-rs from Arrow, and an empty table's
   appended, under the same transaction id and with no Spark job (``merges_in_driver``):
   Delta skips a commit it already has, so a retry after a crash at any point re-runs the segment
   and changes only the tables that were not committed yet. When every table of the segment is
@@ -70,12 +70,12 @@ class StagedRows:
     target: DeltaTableRef
     written: int
     rows: DataFrame | None = None  # net rows in Delta values (from Spark's netting: cached for the counts and the MERGE)
-    merged: pa.Table | None = None  # the net rows (with their op) of delta-rs's merge, in Delta values
+    merged: pa.Table | None = None  # the net rows (with their op and copies) of delta-rs's merge, in Delta values
     appended: pa.Table | None = None  # the rows of an empty table's append, in Delta values
     log: tuple[DeltaTableRef, DataFrame] | None = None  # the changelog table and its new rows
 
 
-# delta-rs merges a small keyed table in the driver when its files hold at most this many bytes:
+# delta-rs merges a small table in the driver when its files hold at most this many bytes:
 # it rewrites each file holding a changed row (copy-on-write, ~15 ms per MiB here), where Spark's
 # MERGE marks the rows in a deletion vector but costs 1-3 s of jobs however few the rows (about
 # 0.5 s of rewriting at this size; docs/performance.md, "What the measurements decided")
@@ -115,6 +115,7 @@ class DeltaSink(Sink[DeltaTableRef]):
         self.state = StateTables(location)
         self.job: BatchJob | None = None
         self._session: Callable[[], SparkSession] | None = None
+        self._txn: tuple[str, int] | None = None  # (app id, version) inside idempotent()
         self._opened: dict[str, Any] = {}  # qualified table name -> delta-rs's table (None: missing), this segment
 
     @classmethod
@@ -164,11 +165,29 @@ class DeltaSink(Sink[DeltaTableRef]):
         spark = self.spark()
         spark.conf.set(TXN_APP_ID, app_id)
         spark.conf.set(TXN_VERSION, str(version))
+        self._txn = (app_id, version)
         try:
             yield
         finally:
+            self._txn = None
             spark.conf.unset(TXN_APP_ID)
             spark.conf.unset(TXN_VERSION)
+
+    def empty_table(self, database: str, table: str) -> int | None:
+        """Delete every row of the table (a TRUNCATE, or a DROP that keeps its history for time
+        travel) by delta-rs, under the DDL's transaction id (``idempotent``): its files are removed,
+        none rewritten, and no Spark job runs. Returns the table's version after it; None: no such
+        table."""
+        from deltalake.exceptions import TableNotFoundError
+
+        assert self._txn is not None, "empty_table runs inside idempotent()"
+        try:
+            opened = self.delta_rs(database, table)
+        except TableNotFoundError:
+            return None
+        if not merges.done(opened, self._txn):
+            opened.delete(commit_properties=merges.commit_properties(self._txn))
+        return opened.version()
 
     # -- state --------------------------------------------------------------------------------------
 
@@ -258,10 +277,10 @@ class DeltaSink(Sink[DeltaTableRef]):
 
     def merges_in_driver(self, table: TableChanges) -> bool:
         """Whether delta-rs merges the table's net rows netted on the driver, with no Spark job: a
-        keyed table whose files hold at most ``DRIVER_MERGE_BYTES`` (a keyless table's multiset
-        rewrite counts the copies it holds, a Spark join)."""
+        table whose files hold at most ``DRIVER_MERGE_BYTES`` (keyed, or keyless: its rewrite counts
+        the copies the table holds, a query over all of it)."""
         opened = self._open(table)
-        if opened is None or not table.key_columns:
+        if opened is None:
             return False
         # (delta-rs gives its add actions as arro3 Arrow: pyarrow takes them through the C data interface)
         size = pc.sum(pa.table(opened.get_add_actions(flatten=True)).column("size_bytes")).as_py() or 0
@@ -279,8 +298,10 @@ class DeltaSink(Sink[DeltaTableRef]):
             opened = self._open(s.table)
             if s.appended is not None:
                 merges.append_arrow(opened, s.appended, txn)
-            else:
+            elif s.table.key_columns:
                 merges.merge_arrow(opened, s.table, s.merged, txn)
+            else:
+                merges.merge_arrow_keyless(opened, s.table, s.merged, txn)
             return opened.version()
         merges.merge_rows(self.spark(), s.target, s.table, s.rows)
         return self.version(s.table.database, s.table.table)
@@ -355,7 +376,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         return StagedRows(t.table, t.target, _report_counts(t.report, counts), rows=rows)
 
     def _stage_arrow(self, t: NetRows[DeltaTableRef]) -> StagedRows:
-        """Rows netted on the driver: an empty table's appended and a small keyed table's merged by
+        """Rows netted on the driver: an empty table's appended and a small table's merged by
         delta-rs, with no Spark job; any other table's handed to Spark's MERGE."""
         net = t.on_driver().net
         summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
@@ -364,7 +385,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         if self.sink._is_empty(t.table):
             staged.appended = merges.arrow_inserts(t.table, net)
         elif self.sink.merges_in_driver(t.table):
-            staged.merged = merges.delta_arrow(t.table, net, (cr.NET_OP,))
+            staged.merged = merges.delta_arrow(t.table, net, (cr.NET_OP, cr.NET_COUNT))
         else:
             staged.rows = to_delta(t.in_spark(self.sink.spark()).net, t.table.columns, (cr.NET_OP, cr.NET_COUNT))
         return staged

@@ -44,17 +44,14 @@ def column_drops(statement: str) -> list[str]:
 def _drop_table(sink: "DeltaSink", target: DdlTarget, versions: dict[str, int]) -> None:
     """The table leaves the cut; its path keeps its history (time travel to before the drop)
     and is emptied, so a plain reader of its latest version sees no rows."""
-    ref = sink.ref(target.database, target.table)
-    if table_exists(sink.spark(), ref):
-        sink.spark().sql(f"DELETE FROM {ref.sql}")
-    versions.pop(ref.name, None)
+    sink.empty_table(target.database, target.table)
+    versions.pop(sink.ref(target.database, target.table).name, None)
 
 
 def _truncate(sink: "DeltaSink", target: DdlTarget, versions: dict[str, int]) -> None:
-    ref = sink.ref(target.database, target.table)
-    if table_exists(sink.spark(), ref):
-        sink.spark().sql(f"DELETE FROM {ref.sql}")
-        versions[ref.name] = sink.version(target.database, target.table)
+    version = sink.empty_table(target.database, target.table)
+    if version is not None:
+        versions[sink.ref(target.database, target.table).name] = version
 
 
 def _rename_table(sink: "DeltaSink", old: DdlTarget, new: DdlTarget, versions: dict[str, int]) -> None:
@@ -69,7 +66,7 @@ def _rename_table(sink: "DeltaSink", old: DdlTarget, new: DdlTarget, versions: d
         create_table(spark, target, ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in rows.schema.fields))
         overwrite(spark, target, rows)
         versions[target.name] = sink.version(new.database, new.table)
-        spark.sql(f"DELETE FROM {source.sql}")
+        sink.empty_table(old.database, old.table)
     versions.pop(source.name, None)
 
 

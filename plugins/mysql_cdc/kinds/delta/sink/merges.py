@@ -4,13 +4,16 @@ multiset. The session's ``txnAppId``/``txnVersion`` (set by the sink) make the c
 
 Into an empty table the net rows are an append (``append_rows``); rows netted on the driver are
 appended by delta-rs straight from Arrow (``append_arrow``), under the same transaction id. A small
-keyed table's net rows netted on the driver are merged by delta-rs (``merge_arrow``): the same
-clauses as ``merge_keyed``, with no Spark job (``DeltaSink.merges_in_driver`` says when)."""
+table's net rows netted on the driver are merged by delta-rs, with no Spark job
+(``DeltaSink.merges_in_driver`` says when): a keyed table's with the clauses of ``merge_keyed``
+(``merge_arrow``), a keyless table's multiset rewrite with those of ``merge_keyless``, planned in
+Arrow (``merge_arrow_keyless``, ``keyless_rewrite``)."""
 
 from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -67,7 +70,7 @@ def arrow_inserts(table: TableChanges, net: pa.Table) -> pa.Table:
     return delta_arrow(table, net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE)))
 
 
-def _done(table, txn: tuple[str, int]) -> bool:
+def done(table, txn: tuple[str, int]) -> bool:
     """Whether ``table`` (a delta-rs ``DeltaTable``) has a commit of the app at this version or later.
     Spark skips an idempotent commit it already has by itself; delta-rs does not, so the table's own
     record of the app's last version is read first: a retry after a crash that followed the commit
@@ -77,7 +80,7 @@ def _done(table, txn: tuple[str, int]) -> bool:
     return done is not None and done >= version
 
 
-def _commit_properties(txn: tuple[str, int]):
+def commit_properties(txn: tuple[str, int]):
     from deltalake import CommitProperties, Transaction
 
     return CommitProperties(app_transactions=[Transaction(*txn)])
@@ -88,9 +91,9 @@ def append_arrow(table, rows: pa.Table, txn: tuple[str, int]) -> None:
     transaction id ``txn`` (app id, version), unless the table has it. No rows: no commit."""
     from deltalake import write_deltalake
 
-    if not rows.num_rows or _done(table, txn):
+    if not rows.num_rows or done(table, txn):
         return
-    write_deltalake(table, _spelled(table, rows)[1], mode="append", commit_properties=_commit_properties(txn))
+    write_deltalake(table, _spelled(table, rows)[1], mode="append", commit_properties=commit_properties(txn))
 
 
 def _spelled(table, rows: pa.Table):
@@ -116,16 +119,77 @@ def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, in
     one commit carrying ``txn``, unless the table has it. delta-rs honours the table's deletion
     vectors and column mapping, writes its change data feed, and rewrites the files holding the
     rows it changes (copy-on-write), which is why only small tables take this path."""
-    if not rows.num_rows or _done(table, txn):
+    if not rows.num_rows or done(table, txn):
         return
     name, rows = _spelled(table, rows)
     values = {_sql_name(name(c.name)): f"s.{_sql_name(name(c.name))}" for c in changes.columns}
     on = " AND ".join(f"t.{_sql_name(name(k))} = s.{_sql_name(name(k))}" for k in changes.key_columns)
     op = f"s.{_sql_name(cr.NET_OP)}"
-    (table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=_commit_properties(txn))
+    (table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=commit_properties(txn))
      .when_matched_delete(predicate=f"{op} = '{cr.DELETE}'")
      .when_matched_update(updates=values)
      .when_not_matched_insert(updates=values, predicate=f"{op} <> '{cr.DELETE}'")
+     .execute())
+
+
+def copies_held(table, names: list[str]) -> pa.Table:
+    """Each distinct full row ``table`` (a delta-rs ``DeltaTable``) holds and its copies (column
+    ``n``), counted by delta-rs's query engine (it reads deletion vectors and column mapping, which
+    its plain readers refuse). NULLs group together, as equal rows of the leader are equal."""
+    from deltalake import QueryBuilder
+
+    columns = ", ".join(_sql_name(n) for n in names)
+    return pa.table(QueryBuilder().register("t", table)
+                    .execute(f"SELECT {columns}, COUNT(*) AS n FROM t GROUP BY {columns}").read_all())
+
+
+def keyless_rewrite(net: pa.Table, held: pa.Table, names: list[str]) -> pa.Table:
+    """The source rows of a keyless table's rewrite (``merge_keyless``'s, computed in Arrow): for
+    every row value the net rows touch, one ``del`` row when the table holds copies of it (all of
+    them go), and one ``ins`` row per copy it must hold after the batch (its held copies plus the
+    copies the batch inserted, minus those it deleted). ``net``: the net rows (columns ``names``,
+    the net op and copies); ``held``: ``copies_held``."""
+    zeros, ones = pa.array(np.zeros(net.num_rows, np.int64)), pa.array(np.ones(net.num_rows, np.int64))
+    change = pc.if_else(pc.equal(net.column(cr.NET_OP), cr.INSERT), net.column(cr.NET_COUNT),
+                        pc.negate(net.column(cr.NET_COUNT))).cast(pa.int64())
+    touched = pa.table([*net.select(names).columns, change, zeros, ones],
+                       names=[*names, "change", "held", "touched"])
+    values = held.select(names).cast(touched.select(names).schema)  # delta-rs reads strings as views
+    held_zeros = pa.array(np.zeros(held.num_rows, np.int64))
+    existing = pa.table([*values.columns, held_zeros, held.column("n").cast(pa.int64()), held_zeros],
+                        names=touched.column_names)
+    # one group per row value, NULLs equal (a join would not match them); only the touched ones
+    totals = (pa.concat_tables([touched, existing]).group_by(names, use_threads=False)
+              .aggregate([("change", "sum"), ("held", "sum"), ("touched", "max")]))
+    totals = totals.filter(pc.greater(totals.column("touched_max"), 0))
+    held_now = totals.column("held_sum").to_numpy()
+    copies = np.maximum(held_now + totals.column("change_sum").to_numpy(), 0)
+    removed = totals.select(names).filter(pa.array(held_now > 0))
+    inserted = totals.select(names).take(pa.array(np.repeat(np.arange(totals.num_rows), copies)))
+    return pa.concat_tables([
+        removed.append_column(_SIDE, pa.array(["del"] * removed.num_rows, pa.string())),
+        inserted.append_column(_SIDE, pa.array(["ins"] * inserted.num_rows, pa.string())),
+    ])
+
+
+def merge_arrow_keyless(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, int]) -> None:
+    """``merge_keyless`` by delta-rs from Arrow net rows in Delta values (``delta_arrow`` with the net
+    op and copies): one commit carrying ``txn``, unless the table has it."""
+    if not rows.num_rows or done(table, txn):
+        return
+    name, rows = _spelled(table, rows)
+    names = [name(c.name) for c in changes.columns]
+    source = keyless_rewrite(rows, copies_held(table, names), names)
+    if not source.num_rows:
+        return  # the batch's inserts and deletes of each value cancel out
+    # DataFusion's parser binds IS NOT DISTINCT FROM looser than AND: each comparison in parentheses
+    on = " AND ".join(f"(t.{_sql_name(n)} IS NOT DISTINCT FROM s.{_sql_name(n)})" for n in names)
+    side = f"s.{_sql_name(_SIDE)}"
+    values = {_sql_name(n): f"s.{_sql_name(n)}" for n in names}
+    (table.merge(source, f"{on} AND {side} = 'del'", source_alias="s", target_alias="t",
+                 commit_properties=commit_properties(txn))
+     .when_matched_delete()
+     .when_not_matched_insert(updates=values, predicate=f"{side} = 'ins'")
      .execute())
 
 

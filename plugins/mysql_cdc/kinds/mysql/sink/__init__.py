@@ -42,7 +42,7 @@ from ....crash_points import crash_point
 from ....mysql_server import MySQLSettings
 from ....merge.spark_read import spark_schema, unit_indexes
 from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
-from .connection import connect
+from .connection import connect, unwritable
 from .follower import Follower
 from .staging import (
     PARTITION, RESULT_SCHEMA, StagePlan, prepare_partition, prepare_partitions, prepare_read_units, scratch_prefix,
@@ -127,6 +127,13 @@ class MySQLSink(Sink[Columns]):
     def close(self) -> None:
         self.sessions.close()
         self.follower.close()
+
+    def __exit__(self, kind, exc, traceback) -> None:
+        self.close()
+        # a read-only or full server refuses whichever statement came first: say so, once, naming it
+        refusal = unwritable(self.settings, exc)
+        if refusal is not None:
+            raise refusal from exc
 
     # -- state ------------------------------------------------------------------------------------
 

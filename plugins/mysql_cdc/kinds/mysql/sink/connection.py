@@ -5,7 +5,17 @@ from __future__ import annotations
 import pymysql
 
 from ....mysql_server import MySQLSettings
-from ....merge.errors import MergeError
+from ....merge.errors import FollowerUnwritableError, MergeError
+from ....retry_policy import describe, server_error_code
+
+# the server errors that refuse every write, not one statement, and what they mean
+UNWRITABLE = {
+    1290: "it is read-only (read_only or super_read_only is ON)",
+    1836: "it is in read-only mode",
+    1792: "it is read-only (the session's transaction is read-only)",
+    1021: "its disk is full",
+    1114: "a table is full (the disk, or the tablespace's size limit)",
+}
 
 
 def connect(settings: MySQLSettings, **kwargs):
@@ -28,3 +38,20 @@ def connect(settings: MySQLSettings, **kwargs):
         cur.execute("SET SESSION time_zone = '+00:00', foreign_key_checks = 0, "
                     "sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_VALUE_ON_ZERO')")
     return conn
+
+
+def unwritable(settings: MySQLSettings, exc: BaseException | None) -> FollowerUnwritableError | None:
+    """The error to report when ``exc`` (or its cause) is the follower refusing every write: it
+    names the server, the cause and the fix, instead of one statement's refusal."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        meaning = UNWRITABLE.get(server_error_code(exc))
+        if meaning is not None:
+            return FollowerUnwritableError(
+                f"{settings.describe('follower')} refuses writes: {meaning} ({describe(exc)}). "
+                "The segments committed before it stay, and the checkpoint says where the follower "
+                "stands. Make the server writable (SET GLOBAL read_only = OFF; free disk space), or point "
+                "the connection at the writable server, then clear the failed merge_batch task.")
+        exc = exc.__cause__ or exc.__context__
+    return None
