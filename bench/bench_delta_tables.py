@@ -40,7 +40,7 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench"
 
 from bench_merge import position, run_spark_submit  # noqa: E402
 from bench_servers import leader_and_follower  # noqa: E402
-from bench_tables import KEYS, create_tables, log, merge_once, reset_follower, s3_storage, write_changes  # noqa: E402
+from bench_tables import KEYS, KeyKind, create_tables, log, merge_once, reset_follower, s3_storage, write_changes  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, PositionRange  # noqa: E402
@@ -52,13 +52,11 @@ from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: 
 from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 
-KEY = KEYS["bigint"]
-
-
 class Bench:
     """The servers, the S3 endpoint (batches and lake) and the spark-submit settings of one run."""
 
-    def __init__(self, servers, storage: StorageSpec, lake: StorageSpec, work: Path):
+    def __init__(self, servers, storage: StorageSpec, lake: StorageSpec, work: Path, key: KeyKind):
+        self.key = key
         self.leader, self.follower = servers.leader, servers.follower
         self.settings, self.follower_settings = servers.leader_settings, servers.follower_settings
         self.storage = storage
@@ -67,13 +65,14 @@ class Bench:
         needs = submit_needs()
         self.delta_conf = {"spark.jars": ",".join(needs.jars), **dict(needs.conf)}
         self.captures = 0
+        self.first_versions: dict[str, list[int]] = {}  # database -> each table's version after its first merge
 
     def workload(self, db: str, tables: int, rows: int, on_follower: bool = False) -> tuple[BinlogPosition, BinlogPosition]:
         """``tables`` new tables of database ``db`` and ``rows`` change rows over them, on the leader
         (and the tables on the MySQL follower too); returns the range that holds the changes."""
-        create_tables([self.leader, self.follower] if on_follower else [self.leader], db, tables, KEY)
+        create_tables([self.leader, self.follower] if on_follower else [self.leader], db, tables, self.key)
         start = position(self.settings)
-        write_changes(self.leader, db, tables, rows, KEY)
+        write_changes(self.leader, db, tables, rows, self.key)
         return start, position(self.settings)
 
     def capture(self, pipeline: str, db: str, start: BinlogPosition, end: BinlogPosition) -> str:
@@ -82,33 +81,56 @@ class Bench:
         return f"{self.storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
 
     def delta_merge(self, db: str, tables: int, start: BinlogPosition, end: BinlogPosition) -> dict:
-        """The range captured as a new pipeline and merged into the lake; the lake then checked."""
+        """The range captured as a new pipeline and merged into the lake; the lake then checked.
+        Keyless tables are multisets: the same range merged again by another pipeline adds its rows
+        again, so before a repeat each table goes back to the version the first merge left
+        (``DeltaTable.restore``, outside the timing), and the lake then holds the leader's rows twice."""
+        first = db not in self.first_versions
+        if not first and not self.key.primary:
+            self.restore(db, tables, self.first_versions[db])
         self.captures += 1
         pipeline = f"{db}_run{self.captures}"
         uri = self.capture(pipeline, db, start, end)
         DeltaStateStore(LakeLocation(self.lake)).initialize(Checkpoint(pipeline, start))
         wall, summary = run_spark_submit(uri, JobSecrets(delta_follower_spec(self.lake), self.storage), self.work,
                                          "1g", "", self.delta_conf)
-        self.check_lake(db, tables)
+        self.check_lake(db, tables, 1 if first or self.key.primary else 2)
+        if first:
+            self.first_versions[db] = [self.lake_table(db, i).version() for i in range(tables)]
         return {"seconds": summary["seconds"], "wall_seconds": round(wall, 2),
                 "apply_seconds_sum": round(sum(t["apply_seconds"] for t in summary["tables"]), 2)}
 
-    def check_lake(self, db: str, tables: int) -> None:
-        """Every table of the lake (read with delta-rs) holds the leader's (id, version) pairs."""
+    def lake_table(self, db: str, i: int):
+        from deltalake import DeltaTable
+
+        location = LakeLocation(self.lake)
+        return DeltaTable(location.table_uri(db, f"t{i:04d}"), storage_options=location.storage_options())
+
+    def restore(self, db: str, tables: int, versions: list[int]) -> None:
+        def back(i: int) -> None:
+            table = self.lake_table(db, i)
+            if table.version() != versions[i]:
+                table.restore(versions[i])
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(back, range(tables)))
+
+    def check_lake(self, db: str, tables: int, copies: int = 1) -> None:
+        """Every table of the lake (read with delta-rs) holds the leader's (id, version) pairs
+        (``copies`` times each: keyless tables merged twice)."""
         with ThreadPoolExecutor(8) as pool:
             lake = dict(zip(range(tables), pool.map(lambda i: self.lake_pairs(db, i), range(tables))))
         leader = self.leader_pairs(db, tables)
-        wrong = [f"{db}.t{i:04d}" for i in range(tables) if lake[i] != leader[i]]
+        wrong = [f"{db}.t{i:04d}" for i in range(tables) if lake[i] != sorted(leader[i] * copies)]
         if wrong:
             raise SystemExit(f"the lake differs from the leader in {len(wrong)} tables, e.g. {wrong[:5]}")
 
     def lake_pairs(self, db: str, i: int) -> list[tuple]:
-        from deltalake import DeltaTable, QueryBuilder
+        from deltalake import QueryBuilder
 
-        location = LakeLocation(self.lake)
-        table = DeltaTable(location.table_uri(db, f"t{i:04d}"), storage_options=location.storage_options())
         # DataFusion's SQL: delta-rs's pyarrow reader refuses the lake's column mapping
-        rows = QueryBuilder().register("t", table).execute("SELECT id, version FROM t ORDER BY id").read_all()
+        rows = (QueryBuilder().register("t", self.lake_table(db, i))
+                .execute("SELECT id, version FROM t ORDER BY id, version").read_all())
         return list(zip(*(rows.column(c).to_pylist() for c in ("id", "version"))))
 
     def leader_pairs(self, db: str, tables: int) -> dict[int, list[tuple]]:
@@ -212,6 +234,8 @@ def main() -> int:
     parser.add_argument("--lake", choices=("s3", "file"), default="s3",
                         help="where the lake is: a bucket of its own on the S3 endpoint, or the local file system "
                              "(its figures then carry the suffix _file_lake)")
+    parser.add_argument("--keyless", action="store_true",
+                        help="tables without a primary key (multisets; figures with the suffix _keyless)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, logs)")
     args = parser.parse_args()
     counts = [int(n) for n in args.tables.split(",")]
@@ -220,11 +244,12 @@ def main() -> int:
         work = servers.base / "work"
         work.mkdir()
         with s3_storage(servers.base) as storage:
-            bench = Bench(servers, storage, lake_storage(args.lake, storage, servers.base), work)
+            bench = Bench(servers, storage, lake_storage(args.lake, storage, servers.base), work,
+                          KEYS["none" if args.keyless else "bigint"])
             results = small_batch(bench, args.small_tables, args.small_rows, args.repeat)
             results.update(growth(bench, counts, args.rows, args.repeat))
     results["delta_tables_bench_seconds"] = round(time.monotonic() - started, 1)
-    suffix = "" if args.lake == "s3" else "_file_lake"
+    suffix = ("_keyless" if args.keyless else "") + ("" if args.lake == "s3" else "_file_lake")
     print(json.dumps({key + suffix: value for key, value in results.items()}, sort_keys=True))
     return 0
 

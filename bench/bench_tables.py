@@ -84,6 +84,7 @@ class KeyKind:
 
     sql_type: str
     value: str
+    primary: bool = True  # False: the column is no key, the table has none (a multiset)
 
     def of(self, n: str | int) -> str:
         return self.value.format(n=n)
@@ -92,6 +93,7 @@ class KeyKind:
 KEYS = {
     "bigint": KeyKind("BIGINT", "{n}"),
     "binary16": KeyKind("BINARY(16)", "UNHEX(LPAD(HEX({n}), 32, '0'))"),  # big-endian: sorts as n
+    "none": KeyKind("BIGINT", "{n}", primary=False),
 }
 
 
@@ -107,7 +109,8 @@ def table_columns(i: int) -> list[tuple[str, str, str]]:
 
 def create_statement(db: str, i: int, key: KeyKind) -> str:
     columns = ", ".join(f"{name} {sql_type}" for name, sql_type, _ in table_columns(i))
-    return f"CREATE TABLE `{db}`.t{i:04d} (id {key.sql_type} NOT NULL PRIMARY KEY, version INT NOT NULL, {columns})"
+    key_clause = " PRIMARY KEY" if key.primary else ""
+    return f"CREATE TABLE `{db}`.t{i:04d} (id {key.sql_type} NOT NULL{key_clause}, version INT NOT NULL, {columns})"
 
 
 def create_tables(servers: list[MariaDBServer], db: str, tables: int, key: KeyKind) -> None:
