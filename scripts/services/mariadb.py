@@ -108,6 +108,10 @@ class MariaDBServer:
             f"--bind-address={self.host}",
             f"--pid-file={self.pid_file}",
             f"--log-error={self.error_log}",
+            # a temporary directory of its own: a server starting (or restarting) clears the
+            # `#sql*` files in its tmpdir, and in a shared /tmp those are other servers' live
+            # temporary tables ("Error on delete of '/tmp/#sql-temptable-...'")
+            f"--tmpdir={self.tmp_dir}",
             "--skip-name-resolve",
             "--innodb-buffer-pool-size=128M",
             "--max-connections=500",
@@ -159,6 +163,12 @@ class MariaDBServer:
         spawn_on_free_port(self, self._spawn_and_wait, self.error_log, self.name)
         self._secure()
         return self
+
+    @property
+    def tmp_dir(self) -> Path:
+        path = self.service_dir / "tmp"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def _spawn_and_wait(self, restarted: bool = False) -> None:
         with contextlib.suppress(FileNotFoundError):
