@@ -19,6 +19,7 @@ the merge task in its outcome file.
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from .errors import PermanentError
 
@@ -57,22 +58,28 @@ def server_error_code(exc: BaseException) -> int | None:
     return None
 
 
-def is_permanent(exc: BaseException) -> bool:
-    """Whether no retry can fix ``exc`` (or the error it was raised from)."""
+def causes(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc``, then the error it was raised from, and so on (each once)."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        marked = getattr(exc, "permanent", None)  # an error that carries its own verdict
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Whether no retry can fix ``exc`` (or the error it was raised from)."""
+    for error in causes(exc):
+        marked = getattr(error, "permanent", None)  # an error that carries its own verdict
         if isinstance(marked, bool):
             return marked
-        code = server_error_code(exc)
+        code = server_error_code(error)
         if code in PERMANENT_SERVER_ERRORS:
             return True
         if code in TRANSIENT_SERVER_ERRORS:
             return False
-        if isinstance(exc, PermanentError):
+        if isinstance(error, PermanentError):
             return True
-        exc = exc.__cause__ or exc.__context__
     return False
 
 

@@ -36,6 +36,7 @@ from urllib.parse import urlparse
 
 from .contracts import MANIFEST_NAME, ChangeBatch, batch_prefix, batches_prefix
 from .errors import PermanentError
+from .retry_policy import causes
 
 log = logging.getLogger("mysql_cdc.storage")
 T = TypeVar("T")
@@ -54,17 +55,15 @@ def transient_storage_error(exc: BaseException) -> str | None:
     chain: s3transfer wraps the client's error in its own."""
     from botocore.exceptions import ClientError, HTTPClientError
 
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, ClientError):
-            error, status = exc.response.get("Error", {}), exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    for cause in causes(exc):
+        if isinstance(cause, ClientError):
+            error = cause.response.get("Error", {})
+            status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status in _RETRYABLE_STATUS or error.get("Code") in _RETRYABLE_CODES:
                 return f"{status} {error.get('Code')}"
             return None
-        if isinstance(exc, HTTPClientError):  # connection refused, reset, closed, timed out, body cut short
-            return f"{type(exc).__name__}: {exc}"
-        exc = exc.__cause__ or exc.__context__
+        if isinstance(cause, HTTPClientError):  # connection refused, reset, closed, timed out, body cut short
+            return f"{type(cause).__name__}: {cause}"
     return None
 
 

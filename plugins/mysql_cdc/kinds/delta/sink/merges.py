@@ -76,8 +76,8 @@ def done(table, txn: tuple[str, int]) -> bool:
     record of the app's last version is read first: a retry after a crash that followed the commit
     writes nothing twice."""
     app_id, version = txn
-    done = table.transaction_version(app_id)
-    return done is not None and done >= version
+    last = table.transaction_version(app_id)
+    return last is not None and last >= version
 
 
 def commit_properties(txn: tuple[str, int]):

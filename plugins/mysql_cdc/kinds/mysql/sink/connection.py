@@ -6,7 +6,7 @@ import pymysql
 
 from ....mysql_server import MySQLSettings
 from ....merge.errors import FollowerUnwritableError, MergeError
-from ....retry_policy import describe, server_error_code
+from ....retry_policy import causes, describe, server_error_code
 
 # the server errors that refuse every write, not one statement, and what they mean
 UNWRITABLE = {
@@ -43,15 +43,12 @@ def connect(settings: MySQLSettings, **kwargs):
 def unwritable(settings: MySQLSettings, exc: BaseException | None) -> FollowerUnwritableError | None:
     """The error to report when ``exc`` (or its cause) is the follower refusing every write: it
     names the server, the cause and the fix, instead of one statement's refusal."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        meaning = UNWRITABLE.get(server_error_code(exc))
+    for error in causes(exc):
+        meaning = UNWRITABLE.get(server_error_code(error))
         if meaning is not None:
             return FollowerUnwritableError(
-                f"{settings.describe('follower')} refuses writes: {meaning} ({describe(exc)}). "
+                f"{settings.describe('follower')} refuses writes: {meaning} ({describe(error)}). "
                 "The segments committed before it stay, and the checkpoint says where the follower "
                 "stands. Make the server writable (SET GLOBAL read_only = OFF; free disk space), or point "
                 "the connection at the writable server, then clear the failed merge_batch task.")
-        exc = exc.__cause__ or exc.__context__
     return None
