@@ -17,7 +17,7 @@ MYSQL_DIR := .local/mysql
 CARGO_PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
 
-.PHONY: setup apt venv native mysql jars spark-cds test test-native test-capture bench bench-quick clean
+.PHONY: setup apt venv native mysql jars spark-line spark-cds test test-spark test-native test-capture bench bench-quick clean
 
 setup: apt venv native mysql jars spark-cds
 
@@ -45,16 +45,29 @@ $(VENV)/.native-installed: $(VENV)/.installed $(NATIVE_SOURCES)
 	PATH="$(CARGO_PATH)" $(PY) -m pip install -q ./native
 	touch $@
 
-# Spark packages of the Delta Lake follower (Delta for Spark 4.2, Hadoop's S3A): pinned in
-# mk/spark-jars.txt, fetched from Maven Central (or $MAVEN_REPO) into .local/jars, submitted with
-# --jars, so no merge downloads anything at submit time.
+# Spark lines: the merge job runs on Spark 4.0, 4.1 and 4.2 (docs/spark.md). The default line is
+# the venv's pyspark (requirements.txt); its lake jars (Delta for Spark 4.2, Hadoop's S3A) are
+# pinned in mk/spark-lines/4.2.txt, fetched from Maven Central (or $(MAVEN_REPO)) into
+# .local/jars/spark-4.2, submitted with --jars, so no merge downloads anything at submit time.
+# `make spark-line SPARK=4.1` fetches another line's jars and installs that line's pyspark as a
+# Spark home of its own in .local/spark/4.1 (scripts/install_spark_line.sh); `make test-spark
+# SPARK=4.1` runs the sink conformance suite, the Delta tests and real DAG runs on it.
+DEFAULT_SPARK := 4.2
+SPARK ?= $(DEFAULT_SPARK)
 JARS_DIR := .local/jars
+SPARK_LINES_DIR := .local/spark
 
-jars: $(JARS_DIR)/.installed
+jars: $(JARS_DIR)/spark-$(DEFAULT_SPARK)/.installed
 
-$(JARS_DIR)/.installed: mk/spark-jars.txt scripts/fetch_jars.py
-	$(PYTHON) scripts/fetch_jars.py mk/spark-jars.txt $(JARS_DIR)
+$(JARS_DIR)/spark-%/.installed: mk/spark-lines/%.txt scripts/fetch_jars.py
+	$(PYTHON) scripts/fetch_jars.py $< $(@D)
 	touch $@
+
+$(SPARK_LINES_DIR)/%/.installed: mk/spark-lines/pyspark.txt scripts/install_spark_line.sh $(VENV)/.installed
+	scripts/install_spark_line.sh $* $(SPARK_LINES_DIR)/$*
+	touch $@
+
+spark-line: $(JARS_DIR)/spark-$(SPARK)/.installed $(if $(filter $(SPARK),$(DEFAULT_SPARK)),,$(SPARK_LINES_DIR)/$(SPARK)/.installed)
 
 # The Spark driver JVM's class-data archive: Spark's classes parsed once, mapped by every merge's
 # driver (packaging.driver_defaults): about half of a small merge's spark-submit CPU. Specific to
@@ -83,6 +96,17 @@ test:
 	@$(MAKE) --no-print-directory -j4 setup
 	@$(MAKE) --no-print-directory test-native
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile tests
+
+# The suites that prove a Spark line (SPARK=4.1): the sink conformance suite, the Delta follower's
+# own tests (types, crashes, faults) and real DAG runs, with the line's pyspark in the test process
+# (its in-process session) and its spark-submit in every job and in the Spark connection.
+SPARK_LINE_TESTS := tests/test_spark_lines.py tests/kinds/test_sink_contract.py tests/kinds/delta/test_merge_delta.py \
+	tests/airflow/dags/test_delta_runs.py
+
+test-spark: setup
+	@$(MAKE) --no-print-directory spark-line SPARK=$(SPARK)
+	$(if $(filter $(SPARK),$(DEFAULT_SPARK)),,PYTHONPATH=$(CURDIR)/$(SPARK_LINES_DIR)/$(SPARK)/site MYSQL_CDC_TEST_SPARK_HOME=$(CURDIR)/$(SPARK_LINES_DIR)/$(SPARK)) \
+		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(SPARK_LINE_TESTS)
 
 # the compiled decoder's own unit tests (float and date arithmetic); the differential tests
 # against the reference decoder are in tests/capture/test_native_decoder.py

@@ -39,6 +39,7 @@ from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
 from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec  # noqa: E402
+from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
@@ -61,7 +62,7 @@ def spark_session():
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "plugins"), os.environ.get("PYTHONPATH")]))
 
-    needs = submit_needs()
+    needs = submit_needs(DEFAULT_LINE)
     builder = SparkSession.builder.master("local[2]").config("spark.jars", ",".join(needs.jars))
     for key, value in needs.conf:
         builder = builder.config(key, value)
@@ -147,12 +148,12 @@ def growth(spark, leader: MariaDBServer, settings, storage, work: Path, big: int
 
 
 def submit(args: list[str], env: dict) -> float:
-    needs = submit_needs()
+    needs = submit_needs(DEFAULT_LINE)
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--jars", ",".join(needs.jars)]
     # the driver's Java options the merge task gives every submit (packaging.driver_java_options),
     # to the merge and to the bare reference alike
-    cmd += ["--driver-java-options", driver_java_options({})[DRIVER_JAVA_OPTIONS]]
+    cmd += ["--driver-java-options", driver_java_options({}, DEFAULT_LINE)[DRIVER_JAVA_OPTIONS]]
     for key, value in needs.conf:
         cmd += ["--conf", f"{key}={value}"]
     started = time.monotonic()

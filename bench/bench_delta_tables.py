@@ -47,6 +47,7 @@ from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, Posit
 from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
 from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec  # noqa: E402
 from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
+from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
 from mysql_cdc.kinds.delta.submit import submit_needs  # noqa: E402
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
 from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
@@ -62,7 +63,7 @@ class Bench:
         self.storage = storage
         self.lake = lake
         self.work = work
-        needs = submit_needs()
+        needs = submit_needs(DEFAULT_LINE)
         self.delta_conf = {"spark.jars": ",".join(needs.jars), **dict(needs.conf)}
         self.captures = 0
         self.first_versions: dict[str, list[int]] = {}  # database -> each table's version after its first merge

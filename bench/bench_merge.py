@@ -37,6 +37,7 @@ from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
 from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
 from mysql_cdc.merge.netting import DRIVER_NET_ROWS_PROPERTY  # noqa: E402
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
@@ -93,7 +94,7 @@ def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--driver-memory",
            driver_memory, "--conf", "spark.ui.enabled=false", "--py-files", py_files]
     # the driver's Java options of a real merge (the product's defaults) unless others are given
-    cmd += ["--driver-java-options", java_options or driver_java_options({})[DRIVER_JAVA_OPTIONS]]
+    cmd += ["--driver-java-options", java_options or driver_java_options({}, DEFAULT_LINE)[DRIVER_JAVA_OPTIONS]]
     for key, value in (conf or {}).items():
         cmd += ["--conf", f"{key}={value}"]
     cmd += [str(MERGE_JOB), "--manifest-uri", manifest_uri]

@@ -214,13 +214,16 @@ def spark():
     saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYTHONPATH")}
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "plugins"), saved["PYTHONPATH"]]))
+    from spark_under_test import SPARK_LINE, check_in_process_pyspark
+
+    check_in_process_pyspark()
     from pyspark.sql import SparkSession
 
     from mysql_cdc.packaging import cds_option
     from mysql_cdc.kinds.delta.submit import submit_needs
 
     # the Delta Lake follower's jars and properties, as its merge job is submitted with them
-    delta = submit_needs()
+    delta = submit_needs(SPARK_LINE)
     builder = SparkSession.builder.config("spark.jars", ",".join(delta.jars))
     for key, value in delta.conf:
         builder = builder.config(key, value)
@@ -239,7 +242,7 @@ def spark():
         # The class-data archive of `make setup` (packaging.cds_option), as every merge driver maps it.
         .config("spark.driver.extraJavaOptions", " ".join(
             ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=256m",
-             *filter(None, [cds_option()])]))
+             *filter(None, [cds_option(SPARK_LINE)])]))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

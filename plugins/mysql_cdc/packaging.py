@@ -12,6 +12,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from .spark_lines import DEFAULT_LINE
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 # spark_jobs/ sits beside plugins/ in the repository and in the docker-compose mounts;
 # deployments that place it elsewhere set MYSQL_CDC_SPARK_JOBS_DIR.
@@ -50,28 +52,31 @@ DRIVER_DEFAULTS = {
 }
 
 
-def cds_option() -> str | None:
-    """The JVM option that maps the class-data archive, when this machine has one: the JVM maps
+def cds_option(spark_line: str) -> str | None:
+    """The JVM option that maps the class-data archive, when this machine has one for Spark
+    ``spark_line`` (``make spark-cds`` makes it for the venv's pyspark, the default line): the JVM maps
     Spark's classes from it instead of loading them one by one, which halves an empty job's
     spark-submit here (13-14 s -> 7 s of CPU; ``scripts/spark_cds.py``). A JVM that cannot use it
     (another JDK build, a driver on a machine without the file) runs without it."""
-    return f"-XX:SharedArchiveFile={SPARK_CDS_ARCHIVE.resolve()}" if SPARK_CDS_ARCHIVE.is_file() else None
+    if spark_line != DEFAULT_LINE or not SPARK_CDS_ARCHIVE.is_file():
+        return None
+    return f"-XX:SharedArchiveFile={SPARK_CDS_ARCHIVE.resolve()}"
 
 
-def driver_defaults() -> dict[str, str]:
+def driver_defaults(spark_line: str) -> dict[str, str]:
     """``DRIVER_DEFAULTS``, and the class-data archive's option (``cds_option``) when there is one."""
     defaults = dict(DRIVER_DEFAULTS)
-    archive = cds_option()
+    archive = cds_option(spark_line)
     if archive:
         defaults["SharedArchiveFile"] = archive
     return defaults
 
 
-def driver_java_options(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """``conf`` with ``driver_defaults()`` added to the driver's Java options; an option the user
+def driver_java_options(conf: Mapping[str, Any], spark_line: str) -> dict[str, Any]:
+    """``conf`` with ``driver_defaults(spark_line)`` added to the driver's Java options; an option the user
     set already (by its word, e.g. their own log4j2 configuration) is theirs."""
     conf = dict(conf)
     options = str(conf.get(DRIVER_JAVA_OPTIONS, ""))
-    added = [option for word, option in driver_defaults().items() if word not in options]
+    added = [option for word, option in driver_defaults(spark_line).items() if word not in options]
     conf[DRIVER_JAVA_OPTIONS] = " ".join([options, *added]).strip()
     return conf

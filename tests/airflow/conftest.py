@@ -55,6 +55,8 @@ os.environ.update(
     }
 )
 
+from spark_under_test import HOME_ENV as SPARK_HOME_ENV, SPARK_JARS, SPARK_SUBMIT  # noqa: E402  (no Airflow import)
+
 
 
 class _LiveStream(io.TextIOBase):
@@ -186,7 +188,10 @@ def airflow_connections(leader_user, follower_user, s3_endpoint):
             "aws", login=AWS_ACCESS_KEY, password=AWS_SECRET_KEY,
             extra={"endpoint_url": s3_endpoint.url, "region_name": "us-east-1"},
         ),
-        "AIRFLOW_CONN_SPARK_DEFAULT": conn_json("spark", host="local[2]"),
+        # the Spark under test (tests/merge/spark_under_test.py): found on PATH for the default line,
+        # named by the connection for another (`make test-spark SPARK=<line>`), as a user names theirs
+        "AIRFLOW_CONN_SPARK_DEFAULT": conn_json("spark", host="local[2]", extra=(
+            {"spark-binary": str(SPARK_SUBMIT)} if os.environ.get(SPARK_HOME_ENV) else {})),
     }
     os.environ.update(env)
     yield env
@@ -236,9 +241,14 @@ exit $rc
 
 @pytest.fixture(scope="module")
 def spark_submit_spy(tmp_path_factory) -> SparkSubmitSpy:
-    bin_dir = tmp_path_factory.mktemp("spark-spy")
+    # laid out as a Spark home (bin/, jars/ of the Spark it runs), so the merge task reads its
+    # version from the jars as it does a distribution's, without a `--version` call of the spy
+    home = tmp_path_factory.mktemp("spark-spy")
+    (home / "jars").symlink_to(SPARK_JARS, target_is_directory=True)
+    bin_dir = home / "bin"
+    bin_dir.mkdir()
     spy = SparkSubmitSpy(bin_dir, bin_dir / "calls.jsonl", bin_dir / "crash-next")
-    script = (SPY_SCRIPT.replace("__REAL__", str(VENV_BIN / "spark-submit"))
+    script = (SPY_SCRIPT.replace("__REAL__", str(SPARK_SUBMIT))
               .replace("__PYTHON__", sys.executable)
               .replace("__CALLS__", str(spy.calls_file))
               .replace("__CRASH__", str(spy.crash_flag)))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from merge_helpers import Pipeline, _fetch, submit_job, table_names
+from spark_under_test import SPARK_LINE
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.snapshot.copy import snapshot_tables
 from mysql_cdc.contracts import ChangeBatch, Checkpoint
@@ -89,7 +90,7 @@ def lake_maintain(pipeline: LakePipeline, work_dir: Path, retain_hours: float) -
 
 def _lake_job(pipeline: LakePipeline, application: list[str], work_dir: Path, extra_env: dict | None = None,
               timeout: float = 400, conf: dict | None = None) -> subprocess.CompletedProcess:
-    needs = submit_needs()
+    needs = submit_needs(SPARK_LINE)
     return submit_job(pipeline.secrets, application, work_dir, extra_env=extra_env, timeout=timeout, jars=needs.jars,
                       conf=[*needs.conf, *(conf or {}).items()], secret=pipeline.lake.options.get("aws_secret_access_key"))
 

@@ -25,8 +25,8 @@ from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, 
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import StorageSpec
+from spark_under_test import SPARK_LINE, SPARK_SUBMIT
 
-SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 
 def leader_position(settings: MySQLSettings) -> BinlogPosition:
@@ -153,7 +153,7 @@ def submit_job(secrets: JobSecrets, application: list[str], work_dir: Path, *, e
     env.update({SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable, **(extra_env or {})})
     cmd = [str(SPARK_SUBMIT), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            # a real merge's driver options (C1-only JIT, the class-data archive, Spark's log at warnings)
-           "--driver-java-options", driver_java_options({})[DRIVER_JAVA_OPTIONS]]
+           "--driver-java-options", driver_java_options({}, SPARK_LINE)[DRIVER_JAVA_OPTIONS]]
     jars = list(jars)
     if jars:
         cmd += ["--jars", ",".join(jars)]

@@ -35,6 +35,7 @@ from ..packaging import MAINTAIN_JOB, MERGE_JOB, build_py_files, driver_java_opt
 from ..merge.report import SUMMARY_ENV, JobOutcome, MergeSummary
 from ..kinds.base import SubmitNeeds
 from ..job_secrets import SECRETS_ENV, JobSecrets
+from ..spark_lines import DEFAULT_LINE, SparkTarget, spark_target
 from .connections import required_connection
 from .follower import FollowerHookBase, FollowerRef, follower_hook, follower_reference
 from .storage import BatchStorageHook
@@ -79,26 +80,30 @@ class JobInputs:
     py_files: str
     env: dict[str, str]
     needs: SubmitNeeds = SubmitNeeds()  # the follower kind's jars and Spark properties
+    spark_line: str = DEFAULT_LINE  # the line of the Spark submitted to (``spark_lines``)
 
 
-def submit_arguments(manifest_uris: str | Sequence[str], inputs: JobInputs, name: str, conf: Mapping[str, Any],
-                     spark_binary: str, needs: SubmitNeeds = SubmitNeeds()) -> dict[str, Any]:
-    """The ``SparkSubmitHook`` arguments of one merge of ``manifest_uris`` (one, or several applied
-    in order): no secret among them (they travel in the file named by ``inputs.env``), so the
-    command line it logs is safe as it is."""
-    if isinstance(manifest_uris, str):
-        manifest_uris = [manifest_uris]
+def manifest_arguments(manifest_uris: str | Sequence[str]) -> list[str]:
+    """The merge job's arguments for ``manifest_uris`` (one, or several applied in order)."""
+    uris = [manifest_uris] if isinstance(manifest_uris, str) else manifest_uris
+    return [arg for uri in uris for arg in ("--manifest-uri", uri)]
+
+
+def submit_arguments(application_args: Sequence[str], inputs: JobInputs, name: str, conf: Mapping[str, Any],
+                     spark_binary: str) -> dict[str, Any]:
+    """The ``SparkSubmitHook`` arguments of one job run: no secret among them (they travel in the
+    file named by ``inputs.env``), so the command line it logs is safe as it is."""
     arguments = {
-        "conf": driver_java_options({**dict(needs.conf), **conf}),
+        "conf": driver_java_options({**dict(inputs.needs.conf), **conf}, inputs.spark_line),
         "py_files": inputs.py_files,
         "name": name,
-        "application_args": [arg for uri in manifest_uris for arg in ("--manifest-uri", uri)],
+        "application_args": list(application_args),
         "env_vars": dict(inputs.env),
         "spark_binary": spark_binary,
         "deploy_mode": "client",
     }
-    if needs.jars:
-        arguments["jars"] = ",".join(needs.jars)
+    if inputs.needs.jars:
+        arguments["jars"] = ",".join(inputs.needs.jars)
     return arguments
 
 
@@ -226,16 +231,10 @@ class MergeJobHook(BaseHook):
         """Run the merge job for ``manifest_uris`` (applied in order, in one Spark application)
         and return their summaries; raises ``MergeJobError`` with the job's own cause first when
         it fails."""
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-        binary = spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary"))
         with self.job_inputs() as inputs:
-            binary = bound_to_this_process(binary, Path(inputs.py_files).parent)
-            arguments = submit_arguments(manifest_uris, inputs, name, conf, binary, inputs.needs)
-            self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **arguments)
             outcome_file = Path(inputs.env[SUMMARY_ENV])
             try:
-                self.spark_submit.submit(str(MERGE_JOB))
+                self._spark_submit(MERGE_JOB, manifest_arguments(manifest_uris), inputs, name, conf)
             except Exception as exc:
                 outcome = JobOutcome.from_json(outcome_file.read_text()) if outcome_file.is_file() else None
                 raise MergeJobError.of(outcome, exc) from None
@@ -244,15 +243,24 @@ class MergeJobHook(BaseHook):
     def maintain(self, pipeline: str, retain_hours: float, name: str, conf: Mapping[str, Any]) -> None:
         """Run the lake maintenance job (``spark_jobs/maintain_lake.py``) for a Delta Lake follower;
         the follower's location and credentials travel in the same 0600 secrets file as a merge's."""
+        with self.job_inputs() as inputs:
+            self._spark_submit(MAINTAIN_JOB, ["--pipeline", pipeline, "--retain-hours", str(retain_hours)],
+                               inputs, name, conf)
+
+    @cached_property
+    def spark(self) -> SparkTarget:
+        """The connection's spark-submit (``spark_submit_binary``) and its Spark, known to be of a
+        line the job is tested on (``spark_lines.spark_target``: refused before anything starts)."""
+        target = spark_target(spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary")))
+        self.log.info("Spark %s (%s)", target.version, target.binary)
+        return target
+
+    def _spark_submit(self, job: Path, args: list[str], inputs: JobInputs, name: str, conf: Mapping[str, Any]) -> None:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        binary = spark_submit_binary(self.spark_connection.extra_dejson.get("spark-binary"))
-        with self.job_inputs() as inputs:
-            binary = bound_to_this_process(binary, Path(inputs.py_files).parent)
-            arguments = submit_arguments([], inputs, name, conf, binary, inputs.needs)
-            arguments["application_args"] = ["--pipeline", pipeline, "--retain-hours", str(retain_hours)]
-            self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **arguments)
-            self.spark_submit.submit(str(MAINTAIN_JOB))
+        binary = bound_to_this_process(self.spark.binary, Path(inputs.py_files).parent)
+        self.spark_submit = SparkSubmitHook(conn_id=self.spark_conn_id, **submit_arguments(args, inputs, name, conf, binary))
+        self.spark_submit.submit(str(job))
 
     def kill(self) -> None:
         """Stop a running submit (the task was killed or timed out)."""
@@ -269,6 +277,7 @@ class MergeJobHook(BaseHook):
                 "or set MYSQL_CDC_SPARK_JOBS_DIR to its directory"
             )
         sink = self.follower.spec()
+        needs = sink.submit_needs(self.spark.line)  # the jars of the line submitted to
         secrets = JobSecrets(sink=sink, storage=self.storage.spec())
         tmp = Path(tempfile.mkdtemp(prefix="mysql-cdc-merge-"))  # mode 0700: private to this user
         try:
@@ -277,6 +286,6 @@ class MergeJobHook(BaseHook):
             secrets.write(str(secrets_file))  # created 0600 before a byte is written
             yield JobInputs(py_files=py_files, env={SECRETS_ENV: str(secrets_file),
                                                     SUMMARY_ENV: str(tmp / "summary.json")},
-                            needs=sink.submit_needs())
+                            needs=needs, spark_line=self.spark.line)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -81,9 +81,9 @@ class FollowerSpec:
         """The kind's state store for this follower."""
         return self.follower_kind.state_store(self.settings)
 
-    def submit_needs(self) -> SubmitNeeds:
-        """The kind's spark-submit jars and properties (none for most kinds)."""
-        return self.follower_kind.submit_needs()
+    def submit_needs(self, spark_line: str) -> SubmitNeeds:
+        """The kind's spark-submit jars and properties on Spark ``spark_line`` (none for most kinds)."""
+        return self.follower_kind.submit_needs(spark_line)
 
     def sink(self, leader_flavor: str | None) -> "Sink":
         """The kind's sink for this follower (open it with ``with``); ``leader_flavor``: the batch's

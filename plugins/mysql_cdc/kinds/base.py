@@ -73,8 +73,9 @@ class FollowerKind(ABC):
     def sink(self, settings: Mapping[str, Any], leader_flavor: str | None) -> "Sink":
         """The kind's sink (open it with ``with``); ``leader_flavor``: the batch's server flavor."""
 
-    def submit_needs(self) -> SubmitNeeds:
-        """The jars and Spark properties its merge job needs (none by default)."""
+    def submit_needs(self, spark_line: str) -> SubmitNeeds:
+        """The jars and Spark properties its merge job needs on Spark ``spark_line`` (``"4.1"``;
+        ``mysql_cdc.spark_lines``): none by default."""
         return SubmitNeeds()
 
     def maintain(self, spark: Any, settings: Mapping[str, Any], pipeline: str, retain_hours: float) -> list:

@@ -18,6 +18,7 @@ import yaml
 
 from lake_helpers import LakePipeline, assert_lake_equals_leader, changelog
 from merge_helpers import Pipeline
+from spark_under_test import SPARK
 from mysql_cdc.pipeline_config import load_pipelines
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import StorageSpec
@@ -51,6 +52,9 @@ def test_snapshot_then_stream_into_delta_through_dag_runs(dag_runner, lake_dag, 
     first = dag_runner.run(name)
     assert first.tasks["merge_batch"] == SUCCESS, first.log_file
     assert_lake_equals_leader(lake)
+    # submitted to the Spark under test (another line than the venv's under `make test-spark`),
+    # whose version the merge task read before it chose that line's Delta jars
+    assert f"Spark {SPARK.version} (" in Path(first.log_file).read_text()
 
     leader.run_sql([f"USE {db}", "BEGIN", "UPDATE t SET v = 'c' WHERE id = 1", "INSERT INTO t VALUES (3, 'd')",
                     "INSERT INTO pet VALUES ('Buffy', 'dog')", "COMMIT"])

@@ -18,6 +18,8 @@ from mysql_cdc.hooks import merge_job
 from mysql_cdc.hooks.merge_job import ADVANCE, SKIP, SUBMIT
 from mysql_cdc.merge.report import SUMMARY_ENV
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets
+from mysql_cdc.spark_lines import UntestedSparkError
+from spark_under_test import SPARK_SUBMIT, spark_distribution
 
 P1, P2, P3 = (BinlogPosition("binlog.000001", o) for o in (4, 900, 1800))
 
@@ -34,7 +36,9 @@ def hook(monkeypatch, follower_user, tmp_path) -> MergeJobHook:
     monkeypatch.setenv("AIRFLOW_CONN_CDC_TEST_FOLLOWER", json.dumps(
         {"conn_type": "mysql", "host": follower_user["host"], "port": follower_user["port"],
          "login": follower_user["user"], "password": follower_user["password"]}))
-    return MergeJobHook("cdc_test_follower", f"file://{tmp_path}", None, "spark_default")
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_TEST_SPARK", json.dumps(
+        {"conn_type": "spark", "host": "local[1]", "extra": {"spark-binary": str(SPARK_SUBMIT)}}))
+    return MergeJobHook("cdc_test_follower", f"file://{tmp_path}", None, "cdc_test_spark")
 
 
 def stored(hook: MergeJobHook, b: ChangeBatch) -> str:
@@ -95,3 +99,22 @@ def test_a_missing_merge_job_is_reported(hook, monkeypatch, tmp_path):
     monkeypatch.setattr(merge_job, "MERGE_JOB", tmp_path / "nowhere" / "merge_batch.py")
     with pytest.raises(FileNotFoundError, match="MYSQL_CDC_SPARK_JOBS_DIR"), hook.job_inputs():
         pass
+
+
+def test_a_spark_line_the_job_is_not_tested_on_is_refused_before_anything_runs(hook, monkeypatch, tmp_path,
+                                                                                unique_name):
+    """A connection pointing at a Spark 3.5 (its distribution's layout: Spark 3.5 itself is not
+    installed here): the submit is refused with the tested lines named, nothing started, no job
+    inputs written."""
+    spark_35 = spark_distribution(tmp_path / "spark-3.5.6", "3.5.6")
+    monkeypatch.setenv("AIRFLOW_CONN_CDC_TEST_SPARK", json.dumps(
+        {"conn_type": "spark", "host": "local[1]", "extra": {"spark-binary": str(spark_35.binary)}}))
+    hook.follower.state.initialize(Checkpoint(unique_name, P1))
+    uri = stored(hook, batch(unique_name, P1, P2, ddl=True))
+    assert hook.plan(uri).action == SUBMIT
+    made = set(Path(merge_job.tempfile.gettempdir()).glob("mysql-cdc-merge-*"))
+    with pytest.raises(UntestedSparkError, match=r"runs Spark 3\.5\.6; the merge job is tested on Spark 4\.0, 4\.1, "
+                                                 r"4\.2 \(docs/spark\.md\): set the Spark connection's spark-binary"):
+        hook.submit([uri], "mysql-cdc-merge-test", {})
+    assert not spark_35.ran()
+    assert set(Path(merge_job.tempfile.gettempdir()).glob("mysql-cdc-merge-*")) == made

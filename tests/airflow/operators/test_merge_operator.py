@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mysql_cdc.hooks.merge_job import JobInputs, spark_submit_binary, submit_arguments
+from mysql_cdc.hooks.merge_job import JobInputs, manifest_arguments, spark_submit_binary, submit_arguments
 from mysql_cdc import packaging
 from mysql_cdc.packaging import LOG4J2_CONFIG, driver_java_options
+from mysql_cdc.spark_lines import DEFAULT_LINE
 from mysql_cdc.operators import CdcMergeOperator
 from mysql_cdc.job_secrets import SECRETS_ENV
 
@@ -33,7 +34,7 @@ def no_cds_archive(monkeypatch, tmp_path):
 
 def test_submit_arguments_carry_no_secret_and_run_the_driver_here(no_cds_archive):
     inputs = JobInputs(py_files="/tmp/x/mysql_cdc.zip", env={SECRETS_ENV: "/tmp/x/job-secrets.json"})
-    args = submit_arguments(MANIFEST, inputs, "mysql-cdc-merge-shop", {"spark.executor.memory": "2g"},
+    args = submit_arguments(manifest_arguments(MANIFEST), inputs, "mysql-cdc-merge-shop", {"spark.executor.memory": "2g"},
                             "/opt/spark/bin/spark-submit")
     assert args == {
         "conf": {"spark.executor.memory": "2g",
@@ -51,21 +52,23 @@ def test_submit_arguments_carry_no_secret_and_run_the_driver_here(no_cds_archive
 def test_the_driver_logs_warnings_only_and_jits_one_tier_unless_the_user_says_otherwise(no_cds_archive):
     assert LOG4J2_CONFIG.is_file() and "rootLogger.level = warn" in LOG4J2_CONFIG.read_text()
     mine = {"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}
-    assert driver_java_options(mine)["spark.driver.extraJavaOptions"] == \
+    assert driver_java_options(mine, DEFAULT_LINE)["spark.driver.extraJavaOptions"] == \
         f"-XX:+UseG1GC -Dlog4j2.configurationFile=file:{LOG4J2_CONFIG} -XX:TieredStopAtLevel=1"
     theirs = {"spark.driver.extraJavaOptions":
               "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties -XX:TieredStopAtLevel=4"}
-    assert driver_java_options(theirs) == theirs
+    assert driver_java_options(theirs, DEFAULT_LINE) == theirs
     their_log4j2 = {"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties"}
-    assert driver_java_options(their_log4j2)["spark.driver.extraJavaOptions"] == \
+    assert driver_java_options(their_log4j2, DEFAULT_LINE)["spark.driver.extraJavaOptions"] == \
         "-Dlog4j2.configurationFile=file:/etc/spark/log4j2.properties -XX:TieredStopAtLevel=1"
 
 
 def test_the_driver_maps_the_class_data_archive_when_this_machine_has_one(no_cds_archive):
-    options = lambda conf: driver_java_options(conf)["spark.driver.extraJavaOptions"]  # noqa: E731
+    options = lambda conf, line=DEFAULT_LINE: driver_java_options(conf, line)["spark.driver.extraJavaOptions"]  # noqa: E731
     assert "SharedArchiveFile" not in options({})
     no_cds_archive.write_bytes(b"")
     assert options({}).endswith(f" -XX:SharedArchiveFile={no_cds_archive}")
+    # made from the venv's pyspark: a driver of another Spark line would not map its classes
+    assert "SharedArchiveFile" not in options({}, "4.1")
     theirs = {"spark.driver.extraJavaOptions": "-XX:SharedArchiveFile=/opt/spark/their.jsa"}
     assert "their.jsa" in options(theirs) and str(no_cds_archive) not in options(theirs)
 
@@ -78,7 +81,7 @@ def test_the_archive_make_setup_writes_is_mapped_by_a_real_driver(tmp_path):
     job = tmp_path / "empty_job.py"
     job.write_text("from pyspark.sql import SparkSession\n"
                    "SparkSession.builder.getOrCreate().range(1).count()\n")
-    options = driver_java_options({})["spark.driver.extraJavaOptions"] + " -Xshare:on"
+    options = driver_java_options({}, DEFAULT_LINE)["spark.driver.extraJavaOptions"] + " -Xshare:on"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
            "PATH": f"{spark_submit.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("PYTHONPATH", None)
@@ -95,7 +98,7 @@ def test_the_command_the_spark_provider_builds_from_them(monkeypatch):
         {"conn_type": "spark", "host": "spark://10.1.2.3", "port": 7077}))
     inputs = JobInputs(py_files="/tmp/x/mysql_cdc.zip", env={SECRETS_ENV: "/tmp/x/job-secrets.json"})
     hook = SparkSubmitHook(conn_id="cdc_test_cluster", **submit_arguments(
-        MANIFEST, inputs, "mysql-cdc-merge-shop", {}, "/opt/spark/bin/spark-submit"))
+        manifest_arguments(MANIFEST), inputs, "mysql-cdc-merge-shop", {}, "/opt/spark/bin/spark-submit"))
     command = hook._build_spark_submit_command("/repo/spark_jobs/merge_batch.py")
     assert command[0] == "/opt/spark/bin/spark-submit"
     assert command[command.index("--master") + 1] == "spark://10.1.2.3:7077"

@@ -62,10 +62,10 @@ class DeltaKind(FollowerKind):
 
         return DeltaSink.from_settings(settings, leader_flavor)
 
-    def submit_needs(self) -> SubmitNeeds:
+    def submit_needs(self, spark_line: str) -> SubmitNeeds:
         from .submit import submit_needs
 
-        return submit_needs()
+        return submit_needs(spark_line)
 
     def maintain(self, spark: Any, settings: Mapping[str, Any], pipeline: str, retain_hours: float) -> list:
         """OPTIMIZE and VACUUM every table of the cut and the state tables (``sink.maintenance``)."""

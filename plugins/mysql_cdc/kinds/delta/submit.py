@@ -1,13 +1,16 @@
-"""What the merge job of a Delta Lake follower needs from spark-submit: the jars ``make jars``
-fetched into the project (Delta for Spark 4.2, Hadoop's S3A; pinned in ``mk/spark-jars.txt``) and
-the two properties that turn Delta on in the session. Plain Python: the merge task asks it before
-Spark starts. ``MYSQL_CDC_JARS_DIR`` names another directory (a deployment's copy of the jars)."""
+"""What the merge job of a Delta Lake follower needs from spark-submit: the jars fetched into the
+project for the Spark line the job is submitted to (Delta for that line, Hadoop's S3A matching its
+Hadoop; pinned in ``mk/spark-lines/<line>.txt``, fetched by ``make jars`` for the default line and
+``make spark-line SPARK=<line>`` for the others) and the properties that turn Delta on in the
+session. Plain Python: the merge task asks it before Spark starts. ``MYSQL_CDC_JARS_DIR`` names
+another directory (a deployment's copy of the jars, one ``spark-<line>`` directory per line)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from ...spark_lines import DEFAULT_LINE
 from ..base import SubmitNeeds
 
 JARS_ENV = "MYSQL_CDC_JARS_DIR"
@@ -21,22 +24,24 @@ DELTA_CONF = (
 )
 
 
-def jars_dir() -> Path:
+def jars_dir(line: str) -> Path:
+    """Where the jars for Spark ``line`` are: ``<MYSQL_CDC_JARS_DIR or .local/jars>/spark-<line>``."""
     configured = os.environ.get(JARS_ENV)
-    if configured:
-        return Path(configured)
-    return Path(__file__).resolve().parents[4] / ".local" / "jars"
+    root = Path(configured) if configured else Path(__file__).resolve().parents[4] / ".local" / "jars"
+    return root / f"spark-{line}"
 
 
-def delta_jars() -> tuple[str, ...]:
-    directory = jars_dir()
+def delta_jars(line: str) -> tuple[str, ...]:
+    directory = jars_dir(line)
     jars = tuple(sorted(str(p) for p in directory.glob("*.jar")))
-    if not any(Path(j).name.startswith("delta-spark_") for j in jars):
+    if not any(Path(j).name.startswith(f"delta-spark_{line}_") for j in jars):
+        fetch = "make jars" if line == DEFAULT_LINE else f"make spark-line SPARK={line}"
         raise FileNotFoundError(
-            f"no Delta Lake jars in {directory}: run `make jars` in the project (it fetches them from Maven "
-            f"Central, pinned in mk/spark-jars.txt), or set {JARS_ENV} to a directory holding them")
+            f"no Delta Lake jars for Spark {line} in {directory}: run `{fetch}` in the project (it fetches "
+            f"them from Maven Central, pinned in mk/spark-lines/{line}.txt), or set {JARS_ENV} to a directory "
+            f"holding spark-{line}/")
     return jars
 
 
-def submit_needs() -> SubmitNeeds:
-    return SubmitNeeds(jars=delta_jars(), conf=DELTA_CONF)
+def submit_needs(line: str) -> SubmitNeeds:
+    return SubmitNeeds(jars=delta_jars(line), conf=DELTA_CONF)
