@@ -12,7 +12,7 @@ import pytest
 from mysql_cdc.kinds.delta.submit import JARS_ENV, delta_jars
 from mysql_cdc.retry_policy import is_permanent
 from mysql_cdc.spark_lines import DEFAULT_LINE, TESTED_LINES, UntestedSparkError, spark_line, spark_version, spark_target
-from spark_under_test import spark_distribution
+from spark_under_test import SPARK, SPARK_SUBMIT, spark_distribution
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
@@ -34,13 +34,13 @@ def test_a_distribution_is_read_from_its_jars_without_running_it(tmp_path):
 
 
 def test_a_launcher_of_another_layout_is_asked_for_its_version(tmp_path):
-    """A wrapper script (as vendors and images install them) in front of the real spark-submit:
-    no jars beside it, so the Spark is asked (a real JVM starts)."""
+    """A wrapper script (as vendors and images install them) in front of the Spark under test's
+    spark-submit: no jars beside it, so the Spark is asked (a real JVM starts)."""
     wrapper = tmp_path / "bin" / "spark-submit"
     wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nPATH="{VENV_SPARK_SUBMIT.parent}:$PATH" exec "{VENV_SPARK_SUBMIT}" "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nPATH="{VENV_SPARK_SUBMIT.parent}:$PATH" exec "{SPARK_SUBMIT}" "$@"\n')
     wrapper.chmod(0o755)
-    assert spark_version(str(wrapper)) == VENV_PYSPARK
+    assert spark_version(str(wrapper)) == SPARK.version
 
 
 @pytest.mark.parametrize("version", ["3.5.6", "4.3.0"])

@@ -472,3 +472,24 @@ def logged_in_page(browser, api_server):
     page.wait_for_url("**/cdc/**")
     yield page
     context.close()
+
+
+@pytest.fixture
+def asset_events():
+    """``asset_events(alias)``: (asset URI, extra) of every asset event emitted through the asset
+    alias ``alias``, oldest first, as Airflow's database holds them."""
+    return _asset_events
+
+
+def _asset_events(alias: str) -> list[tuple[str, dict]]:
+    from airflow.models.asset import AssetAliasModel, AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        found = session.scalar(select(AssetAliasModel).where(AssetAliasModel.name == alias))
+        if found is None:
+            return []
+        events = sorted((e for e in found.asset_events), key=lambda e: e.id)
+        uris = dict(session.execute(select(AssetModel.id, AssetModel.uri)).all())
+        return [(uris[e.asset_id], dict(e.extra or {})) for e in events]

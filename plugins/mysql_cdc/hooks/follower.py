@@ -44,6 +44,11 @@ class FollowerHookBase(ABC):
     def checksum_sides(self) -> "FollowerSides":
         """How a verification compares this follower with the leader (``monitor.verify``)."""
 
+    @abstractmethod
+    def table_uri(self, database: str, table: str) -> str:
+        """The follower table of the leader's ``database.table`` as an Airflow asset names it (the
+        merge task's asset events, ``table_assets``)."""
+
     def tables_to_copy(self, batch: "ChangeBatch") -> dict[str, str]:
         """Tables of ``batch`` (``db.table`` -> why) whose changes this follower cannot take
         exactly, to copy again in this run instead of merging: none by default."""

@@ -36,6 +36,7 @@ from ..merge.report import SUMMARY_ENV, JobOutcome, MergeSummary
 from ..kinds.base import SubmitNeeds
 from ..job_secrets import SECRETS_ENV, JobSecrets
 from ..spark_lines import DEFAULT_LINE, SparkTarget, spark_target
+from ..table_assets import table_events
 from .connections import required_connection
 from .follower import FollowerHookBase, FollowerRef, follower_hook, follower_reference
 from .storage import BatchStorageHook
@@ -213,6 +214,14 @@ class MergeJobHook(BaseHook):
         current = state.checkpoint(plan.batch.pipeline)
         left = plan_replay(plan.batch, current, state.table_positions(plan.batch.pipeline))
         return left.moves_only and state.move(current, left.end)
+
+    def table_events(self, pipeline: str, manifest_uris: Sequence[str],
+                     summaries: list[MergeSummary]) -> list[tuple[str, dict[str, Any]]]:
+        """(asset URI, extra) for each follower table the merge changed (``table_assets``):
+        the batches' manifests read again for their DDL, the tables' versions from the follower's state."""
+        batches = [self.storage.read_manifest(uri) for uri in manifest_uris]
+        return table_events(pipeline, summaries, batches, self.follower.table_uri,
+                            self.follower.state.table_versions(pipeline))
 
     @cached_property
     def spark_connection(self):

@@ -7,7 +7,7 @@ import time
 from functools import cached_property
 from typing import Any, Sequence
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID, FollowerRef, follower_reference
@@ -15,6 +15,7 @@ from ..hooks.merge_job import ADVANCE, SKIP, MergeJobHook
 from ..hooks.storage import BatchStorageHook
 from . import metrics
 from .retries import fail_fast_when_permanent
+from ..table_assets import pipeline_alias
 
 
 class CdcMergeOperator(BaseOperator):
@@ -36,6 +37,8 @@ class CdcMergeOperator(BaseOperator):
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  spark_conn_id: str = "spark_default", conf: dict[str, Any] | None = None,
                  name: str = "mysql-cdc-merge", pipeline: str | None = None, **kwargs: Any):
+        if pipeline:  # an asset event per table changed, through the pipeline's alias (``table_assets``)
+            kwargs.setdefault("outlets", [AssetAlias(pipeline_alias(pipeline))])
         super().__init__(**kwargs)
         self.pipeline = pipeline  # for the failure callback's history row (the batch names its own)
         self.manifest_uri = manifest_uri
@@ -72,10 +75,18 @@ class CdcMergeOperator(BaseOperator):
         metrics.batch_merged(plan.batch.pipeline, net_rows, seconds)
         if not summaries:
             return None
+        self._emit_table_events(context, plan.manifest_uris, summaries)
         for summary in summaries:  # last in the log, under Spark's lines: what the run did
             for line in summary.describe():
                 self.log.info("%s", line)
         return [json.loads(s.to_json()) for s in summaries]  # the XCom: the batches' figures (no secrets)
+
+    def _emit_table_events(self, context: Context, manifest_uris: Sequence[str], summaries: list) -> None:
+        if not self.pipeline:
+            return
+        alias = AssetAlias(pipeline_alias(self.pipeline))
+        for uri, extra in self.hook.table_events(self.pipeline, manifest_uris, summaries):
+            context["outlet_events"][alias].add(Asset(uri), extra=extra)
 
     def on_kill(self) -> None:
         self.hook.kill()

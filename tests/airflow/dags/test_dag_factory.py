@@ -71,6 +71,8 @@ def test_dag_shape(monkeypatch, tmp_path):
     # stale-event race after a deferral (see build_dag)
     assert (wait.retries, wait.retry_delay.total_seconds()) == (1, 5)
     assert merge.name == "mysql-cdc-merge-shop_cdc"
+    # the tables' asset events go through the pipeline's alias (mysql_cdc.table_assets)
+    assert [(type(o).__name__, o.name) for o in merge.outlets] == [("AssetAlias", "mysql-cdc/shop_cdc")]
     assert merge.conf == {"spark.executor.memory": "2g"}
     assert merge.manifest_uri.operator is extract  # the extract's XCom, resolved at run time
 

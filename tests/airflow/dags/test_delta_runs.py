@@ -46,7 +46,7 @@ def lake_dag(leader, leader_user, follower, follower_user, tmp_path, airflow_con
     return name, LakePipeline.of(base, lake)
 
 
-def test_snapshot_then_stream_into_delta_through_dag_runs(dag_runner, lake_dag, leader):
+def test_snapshot_then_stream_into_delta_through_dag_runs(dag_runner, lake_dag, leader, asset_events):
     name, lake = lake_dag
     db = lake.database
     first = dag_runner.run(name)
@@ -67,6 +67,19 @@ def test_snapshot_then_stream_into_delta_through_dag_runs(dag_runner, lake_dag, 
     assert view["error"] is None and view["checkpoint_position"] == str(lake.checkpoint().position)
     assert [b["kind"] for b in [view["last_batch"]]] == ["stream"] and view["last_batch"]["status"] == "merged"
     assert view["table_versions"] == lake.cut().versions and set(view["table_versions"]) == {f"{db}.t", f"{db}.pet"}
+
+    # an asset event per table each merge changed, the Delta table's location its URI
+    events = asset_events(f"mysql-cdc/{name}")
+    uri = {table: f"{lake.lake.uri}/{db}/{table}" for table in ("t", "pet")}
+    assert sorted((u, e["table"], e["copied"]) for u, e in events[:2]) == sorted(
+        [(uri["t"], f"{db}.t", True), (uri["pet"], f"{db}.pet", True)])
+    streamed = {e["table"]: e for _, e in events[2:]}
+    assert set(streamed) == {f"{db}.t", f"{db}.pet"} and len(events) == 4
+    assert {k: streamed[f"{db}.t"][k] for k in ("inserted", "updated", "deleted", "copied", "ddl")} == {
+        "inserted": 1, "updated": 1, "deleted": 0, "copied": False, "ddl": []}
+    assert streamed[f"{db}.pet"]["inserted"] == 1  # a keyless table: the copy added
+    assert all(e["position"] == str(lake.checkpoint().position) and e["pipeline"] == name for e in streamed.values())
+    assert {t: e["version"] for t, e in streamed.items()} == lake.cut().versions
 
 
 def test_verify_dag_compares_the_lake_and_its_resnapshot_repairs_drift(dag_runner, lake_dag, leader):

@@ -138,7 +138,7 @@ def seeded(scenario, dag_runner, spark_submit_spy) -> SeedRun:
     return scenario.seed_run
 
 
-def test_seed_workload_replicates_through_a_dag_run(seeded, scenario, s3_endpoint):
+def test_seed_workload_replicates_through_a_dag_run(seeded, scenario, s3_endpoint, asset_events, follower_user):
     result = seeded.result
     assert result.tasks == {"wait_for_changes": SUCCESS, "extract_batch": SUCCESS, "merge_batch": SUCCESS, "check_lag": SUCCESS, "retire_batches": SUCCESS}, result.log_file
     assert_follower_equals_leader(scenario, ["pet"])
@@ -149,6 +149,12 @@ def test_seed_workload_replicates_through_a_dag_run(seeded, scenario, s3_endpoin
                                  f"{scenario.start.token()}-{scenario.after_seed.token()}/manifest.json"]
     assert not Path(call["secrets_file"]).exists(), "the secrets file outlived the merge task"
     assert_asset_event(E2E, scenario.start, scenario.after_seed)
+    # the follower table the merge changed, as the mysql provider names a table's asset
+    (table_event,) = [(uri, extra) for uri, extra in asset_events(f"mysql-cdc/{E2E}")
+                      if extra["position"] == str(scenario.after_seed)]
+    assert table_event[0] == f"mysql://{follower_user['host']}:{follower_user['port']}/{scenario.db}/pet"
+    assert {k: table_event[1][k] for k in ("table", "inserted", "deleted", "copied", "ddl")} == {
+        "table": f"{scenario.db}.pet", "inserted": 3, "deleted": 1, "copied": False, "ddl": ["create_table", "alter_table"]}
     # the merge task's log: Spark's INFO lines quiet, the run's summary at the end in words
     log = result.log
     assert " INFO SparkContext" not in log and "INFO Executor" not in log and "INFO py4j" not in log, result.log_file

@@ -109,6 +109,22 @@ class Deployed:
             conn.close()
 
 
+REPO = Path(__file__).resolve().parents[3]
+
+
+def dags_folder(home: Path, orders_uri: str) -> Path:
+    """The product's DAG file, and the downstream DAG of docs/operate.md waiting on the lake's
+    ``shop.orders`` (its example URI replaced with the lake pipeline's)."""
+    folder = home / "dags"
+    folder.mkdir()
+    (folder / "mysql_cdc_pipelines.py").symlink_to(REPO / "dags" / "mysql_cdc_pipelines.py")
+    docs = (REPO / "docs" / "operate.md").read_text()
+    example = re.search(r"<!-- downstream-dag:[^>]*-->\n```python\n(.*?)```", docs, re.S).group(1)
+    assert "s3://lake/cdc/shop/orders" in example
+    (folder / "orders_report.py").write_text(example.replace("s3://lake/cdc/shop/orders", orders_uri))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def deployed(services_dir, tmp_path_factory, s3_endpoint):
     leader = MariaDBServer(services_dir, "deployed-leader", server_id=21, binlog=True, die_with_parent=True)
@@ -144,7 +160,9 @@ def deployed(services_dir, tmp_path_factory, s3_endpoint):
             "spark_conn_id": "deployed_spark", "include": [f"{DB}.*"], "wait_timeout": 10, "retry_delay": 5,
             "verify": {"schedule": None}, "maintenance": {"schedule": None},
         }]}))
+        lake_location = f"s3://{s3_endpoint.bucket}/deployed-lake"
         airflow = AirflowDeployment(home, env={
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder(home, f"{lake_location}/{DB}/orders")),
             "CDC_PIPELINES_FILE": str(pipelines),
             "AIRFLOW_CONN_DEPLOYED_LEADER": mysql_conn(leader_user),
             "AIRFLOW_CONN_DEPLOYED_FOLLOWER": mysql_conn(follower_user),
@@ -307,6 +325,21 @@ def test_a_lake_pipeline_snapshots_then_streams_under_the_scheduler(deployed):
         assert_lake_equals_leader(lake)
     logged = {(r["_op"], r["kind"], r["note"]) for r in changelog_rows(location, s3, "events")}
     assert logged == {("I", 11, "lake")}  # the copy is no change; the insert after it is
+
+    # the downstream DAG of docs/operate.md, scheduled on shop.orders: a run after each merge
+    # that changed it (the copy, then the update), each with the merge's event
+    report = airflow.wait(lambda: (runs := deployed.runs("orders_report")) if len(runs) >= 2 else None, 180,
+                          "two asset-triggered runs of orders_report", every=3)
+    assert [r["run_type"] for r in report] == ["asset_triggered"] * 2, report
+    for run in report:
+        assert deployed.run_state(run["dag_run_id"], dag_id="orders_report") == "success", run
+    events = [airflow.api(f"/dags/orders_report/dagRuns/{r['dag_run_id']}/upstreamAssetEvents")["asset_events"]
+              for r in report]
+    extras = [e["extra"] for run_events in events for e in run_events]
+    assert [(x["table"], x["copied"]) for x in extras] == [(f"{DB}.orders", True), (f"{DB}.orders", False)], extras
+    assert extras[-1]["updated"] >= 1 and extras[-1]["inserted"] == extras[-1]["deleted"] == 0
+    assert extras[-1]["version"] == lake.cut().versions[f"{DB}.orders"]
+    assert extras[-1]["position"] == str(lake.cut().position)
 
 
 def changelog_rows(location: str, s3: dict, table: str) -> list[dict]:

@@ -4,6 +4,7 @@ connection, or ``file://``), read with delta-rs, never Spark."""
 from __future__ import annotations
 
 import asyncio
+from functools import cached_property
 
 from airflow.sdk import BaseHook
 
@@ -38,6 +39,14 @@ class DeltaFollowerHook(BaseHook, FollowerHookBase):
 
     def lake(self) -> LakeLocation:
         return LakeLocation(BatchStorageHook(self.location, self.aws_conn_id).spec())
+
+    def table_uri(self, database: str, table: str) -> str:
+        """The Delta table's own location (``s3://bucket/lake/shop/orders``): what a reader opens."""
+        return self._lake.table_uri(database, table)
+
+    @cached_property
+    def _lake(self) -> LakeLocation:
+        return self.lake()
 
     def checksum_sides(self) -> FollowerSides:
         """The lake's tables at the consistent cut, hashed against the leader's rows."""

@@ -25,3 +25,8 @@ class FollowerHook(MySQLConnectionHook, FollowerHookBase):
     def checksum_sides(self) -> FollowerSides:
         """This server, summing its own chunks."""
         return checksum_sides(self.settings)
+
+    def table_uri(self, database: str, table: str) -> str:
+        """``mysql://host:port/database/table``, the form of the mysql provider's assets."""
+        settings = self.settings
+        return f"mysql://{settings.host}:{settings.port}/{database}/{table}"
