@@ -55,13 +55,14 @@ from bench_servers import leader_and_follower  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 from services.moto_s3 import MotoS3Server  # noqa: E402
 from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
+from mysql_cdc.change_export import export_changes  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, PositionRange  # noqa: E402
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
 from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
-from mysql_cdc.storage import StorageSpec  # noqa: E402
+from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
 # the columns a table may have beyond its key; table i takes a different selection of them, so
 # no two neighbouring tables share a schema (and the merge cannot share anything by schema)
@@ -186,6 +187,7 @@ class Spread:
     manifest_uri: str
     change_rows: int
     extract_seconds: float
+    export_seconds: float  # the batch's change rows written as plain Parquet (``change_export``)
     batch_objects: int
     first: dict  # the merge into the new tables
     merges: list[dict] = field(default_factory=list)  # the merges after it
@@ -198,7 +200,7 @@ class Spread:
         """The spread's figures: its median merge (by the job's seconds) and every merge's seconds."""
         merges = sorted(self.merges, key=lambda m: m["seconds"])
         return {"tables": self.tables, "change_rows": self.change_rows, "extract_seconds": round(self.extract_seconds, 2),
-                "batch_objects": self.batch_objects, **merges[len(merges) // 2],
+                "export_seconds": round(self.export_seconds, 2), "batch_objects": self.batch_objects, **merges[len(merges) // 2],
                 "seconds_all_runs": [m["seconds"] for m in self.merges], "first_merge_seconds": self.first["seconds"],
                 "first_merge_follower_cpu_seconds": self.first["follower_cpu_seconds"]}
 
@@ -226,10 +228,16 @@ def prepare(leader: MariaDBServer, follower: MariaDBServer, settings: MySQLSetti
     extract_seconds = time.monotonic() - started
     assert batch.row_count == workload["per_table"] * tables, (batch.row_count, workload)
     objects = len(store.list_keys(batch.prefix))
+    # what a user pays to read the batch with their own tools: every table's change rows as plain
+    # Parquet files (the packs of small tables opened through the manifest) on the local disk
+    started = time.monotonic()
+    exported = export_changes(store, db, open_store(f"file://{work}/export-{tables}"))
+    export_seconds = time.monotonic() - started
+    assert sum(f.rows for f in exported) == batch.row_count, (len(exported), batch.row_count)
     manifest_uri = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
     log(f"{tables} tables: merging {batch.row_count} change rows with spark-submit into the new tables ...")
     first = merge_once(leader, follower, secrets_for, work, manifest_uri, db, tables)
-    return Spread(tables, start, manifest_uri, batch.row_count, extract_seconds, objects, first)
+    return Spread(tables, start, manifest_uri, batch.row_count, extract_seconds, export_seconds, objects, first)
 
 
 def merge_again(leader: MariaDBServer, follower: MariaDBServer, secrets_for, work: Path, spread: Spread,
@@ -347,10 +355,12 @@ def figures(spreads: list[dict], rows: int, suffix: str, seconds: float) -> dict
         result[f"merge_{n}_tables_follower_cpu_seconds{suffix}"] = spread["follower_cpu_seconds"]
         result[f"merge_{n}_tables_first_merge_seconds{suffix}"] = spread["first_merge_seconds"]
         result[f"extract_{n}_tables_seconds{suffix}"] = spread["extract_seconds"]
+        result[f"export_{n}_tables_seconds{suffix}"] = spread["export_seconds"]
         print(f"{n:>5} tables: {spread['seconds']:6.1f} s in the job ({spread['wall_seconds']:.1f} s "
               f"spark-submit wall; stage {spread['stage_seconds_sum']:.1f} s, apply {spread['apply_seconds_sum']:.1f} s "
               f"summed over tables; the first merge, into new tables: {spread['first_merge_seconds']:.1f} s); "
-              f"captured in {spread['extract_seconds']:.1f} s into {spread['batch_objects']} objects")
+              f"captured in {spread['extract_seconds']:.1f} s into {spread['batch_objects']} objects, "
+              f"exported as plain Parquet in {spread['export_seconds']:.1f} s")
     print(f"merge_tables_growth{suffix}: {result[f'merge_tables_growth{suffix}']} ({last['tables']} tables / "
           f"{first['tables']}; target <= 3)")
     print(f"merge_tables_follower_floor{suffix}: {result[f'merge_tables_follower_floor{suffix}']} (the follower's "

@@ -4,6 +4,8 @@
     PYTHONPATH=plugins python -m mysql_cdc.cli extract --host … --user cdc --pipeline shop \
         --storage-uri file:///data/cdc --start binlog.000003:4 --end binlog.000003:1146 --include 'shop.*'
     PYTHONPATH=plugins python -m mysql_cdc.cli batches --storage-uri file:///data/cdc --pipeline shop
+    PYTHONPATH=plugins python -m mysql_cdc.cli changes --storage-uri file:///data/cdc --pipeline shop \
+        --out file:///data/shop-changes [--table 'shop.orders'] [--start FILE:OFFSET] [--end FILE:OFFSET]
     PYTHONPATH=plugins python -m mysql_cdc.cli lag [--pipeline shop] [--json]
 
 Passwords are read from the environment (MYSQL_CDC_LEADER_PASSWORD; AWS_* for s3:// through
@@ -60,6 +62,20 @@ def _extract(args) -> int:
 def _batches(args) -> int:
     for batch in list_batches(open_store(args.storage_uri), args.pipeline):
         print(f"{batch.batch_id}  [{batch.start}, {batch.end})  {len(batch.segments)} segments  {batch.row_count} rows")
+    return 0
+
+
+def _changes(args) -> int:
+    from .change_export import export_changes
+
+    written = export_changes(open_store(args.storage_uri), args.pipeline, open_store(args.out),
+                             tuple(args.table or ["*.*"]),
+                             BinlogPosition.parse(args.start) if args.start else None,
+                             BinlogPosition.parse(args.end) if args.end else None)
+    for file in written:
+        print(f"{file.uri}  {file.rows} rows")
+    if not written:
+        print("no change rows in that range", file=sys.stderr)
     return 0
 
 
@@ -148,6 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pipeline", required=True)
     p.add_argument("--storage-uri", required=True)
     p.set_defaults(run=_batches)
+    p = sub.add_parser("changes", help="a pipeline's change rows as plain Parquet, one file per table and segment "
+                                       "(mysql_cdc.change_export)")
+    p.add_argument("--pipeline", required=True)
+    p.add_argument("--storage-uri", required=True, help="where the pipeline's batches are")
+    p.add_argument("--out", required=True, help="a file:// or s3:// location for the Parquet files")
+    p.add_argument("--table", action="append", help="db.table glob (repeatable; default: all)")
+    p.add_argument("--start", help="FILE:OFFSET (default: the first batch)")
+    p.add_argument("--end", help="FILE:OFFSET (default: the last batch)")
+    p.set_defaults(run=_changes)
     p = sub.add_parser("lag", help="how far behind each pipeline is (the figures of GET /cdc/api/pipelines)")
     p.add_argument("--pipeline", help="one pipeline of the pipelines file (default: all)")
     p.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
