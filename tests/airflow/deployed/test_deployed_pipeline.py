@@ -328,7 +328,7 @@ def test_a_lake_pipeline_snapshots_then_streams_under_the_scheduler(deployed):
 
     # the downstream DAG of docs/operate.md, scheduled on shop.orders: a run after each merge
     # that changed it (the copy, then the update), each with the merge's event
-    report = airflow.wait(lambda: (runs := deployed.runs("orders_report")) if len(runs) >= 2 else None, 180,
+    report = airflow.wait(lambda: runs if len(runs := deployed.runs("orders_report")) >= 2 else None, 180,
                           "two asset-triggered runs of orders_report", every=3)
     assert [r["run_type"] for r in report] == ["asset_triggered"] * 2, report
     for run in report:
