@@ -56,23 +56,19 @@ def _segments(batch: ChangeBatch, start: BinlogPosition | None,
             yield segment
 
 
+def _at_or_after(rows: pa.Table, p: BinlogPosition):
+    """Whether each row's event is at or after ``p`` (by binlog sequence, then offset)."""
+    seq, pos = rows.column(cr.BINLOG_SEQ), rows.column(cr.BINLOG_POS)
+    return pc.or_(pc.greater(seq, p.sequence), pc.and_(pc.equal(seq, p.sequence), pc.greater_equal(pos, p.offset)))
+
+
 def _in_range(rows: pa.Table, start: BinlogPosition | None, end: BinlogPosition | None) -> pa.Table:
     """The rows whose event lies in ``[start, end)``: a segment straddling an end is cut to it."""
-    seq, pos = rows.column(cr.BINLOG_SEQ), rows.column(cr.BINLOG_POS)
-
-    def at_or_after(p: BinlogPosition):
-        return pc.or_(pc.greater(seq, p.sequence), pc.and_(pc.equal(seq, p.sequence), pc.greater_equal(pos, p.offset)))
-
     if start is not None:
-        rows, seq, pos = _kept(rows, at_or_after(start))
+        rows = rows.filter(_at_or_after(rows, start))
     if end is not None:
-        rows, seq, pos = _kept(rows, pc.invert(at_or_after(end)))
+        rows = rows.filter(pc.invert(_at_or_after(rows, end)))
     return rows
-
-
-def _kept(rows: pa.Table, mask) -> tuple[pa.Table, pa.ChunkedArray, pa.ChunkedArray]:
-    rows = rows.filter(mask)
-    return rows, rows.column(cr.BINLOG_SEQ), rows.column(cr.BINLOG_POS)
 
 
 def export_changes(store: ObjectStore, pipeline: str, out: ObjectStore, tables: Sequence[str] = ("*.*",),

@@ -37,20 +37,18 @@ class DeltaFollowerHook(BaseHook, FollowerHookBase):
         # the amazon provider's credential chain is blocking: a worker thread, not the event loop
         return await asyncio.to_thread(self.spec)
 
+    @cached_property
     def lake(self) -> LakeLocation:
+        """The location with its S3 options, read from the connection once per hook (a task)."""
         return LakeLocation(BatchStorageHook(self.location, self.aws_conn_id).spec())
 
     def table_uri(self, database: str, table: str) -> str:
         """The Delta table's own location (``s3://bucket/lake/shop/orders``): what a reader opens."""
-        return self._lake.table_uri(database, table)
-
-    @cached_property
-    def _lake(self) -> LakeLocation:
-        return self.lake()
+        return self.lake.table_uri(database, table)
 
     def checksum_sides(self) -> FollowerSides:
         """The lake's tables at the consistent cut, hashed against the leader's rows."""
-        return checksum_sides(self.lake())
+        return checksum_sides(self.lake)
 
     def tables_to_copy(self, batch: ChangeBatch) -> dict[str, str]:
         """Tables of ``batch`` (``db.table`` -> why) whose changes the lake cannot take exactly, to copy
@@ -60,7 +58,7 @@ class DeltaFollowerHook(BaseHook, FollowerHookBase):
 
         from .sink.recopy import spark_type, tables_to_copy
 
-        lake, schemas = self.lake(), {}
+        lake, schemas = self.lake, {}
 
         def columns(database: str, table: str) -> dict[str, str] | None:
             if (database, table) not in schemas:
