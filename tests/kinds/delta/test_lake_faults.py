@@ -17,6 +17,7 @@ from services.s3_fault_proxy import FaultRule
 
 DELTA_LOG = r"/_delta_log/"
 DATA_FILES = r"/part-[^/]*\.parquet"
+COMMITS = r"/_delta_log/\d+\.json"
 
 
 def first_statements(db: str) -> list[str]:
@@ -36,11 +37,14 @@ def test_commits_through_a_failing_s3_are_retried_and_the_lake_is_exact(lake_pip
     pipeline = lake_pipeline(bucket=bucket)
     db = pipeline.database
     transient = (FaultRule("503", "PUT", DELTA_LOG, times=2), FaultRule("reset", "PUT", DELTA_LOG),
-                 FaultRule("500", "GET", DATA_FILES), FaultRule("cut", "GET", DELTA_LOG))
+                 FaultRule("500", "GET", DATA_FILES), FaultRule("cut", "GET", DELTA_LOG),
+                 # a commit that lands and whose answer is lost: its retry must find it, not commit again
+                 FaultRule("cut", "PUT", COMMITS))
     proxy.add(*transient)
     first = pipeline.capture(first_statements(db))
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
-    assert {f for _, _, f in proxy.injected} == {"503", "reset", "500", "cut"}
+    assert {(m, f) for m, _, f in proxy.injected} >= {("PUT", "503"), ("PUT", "reset"), ("GET", "500"), ("GET", "cut"),
+                                                       ("PUT", "cut")}
     assert_lake_equals_leader(pipeline)
     for n in (1, 2):
         proxy.clear()

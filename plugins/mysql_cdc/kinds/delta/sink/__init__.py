@@ -436,11 +436,19 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         crash_point("between_tables")
 
     def _commit_retried(self, s: StagedRows, txn: tuple[str, int]) -> int:
-        """delta-rs's commit of one table, retried on a failure of S3 a retry may fix (``lake_retry``):
-        each try opens the table afresh and first looks for its transaction id, so a commit that
-        landed before its answer was lost is not made twice. (Spark's commits are retried by S3A.)"""
+        """delta-rs's commit of one table, retried on a failure of S3 a retry may fix (``lake_retry``).
+        The first try commits on the table as this segment opened it (nothing else writes it while
+        the merge runs: one run of a pipeline at a time), which saves reading its log again, a
+        request per commit since its last checkpoint; each retry opens the table afresh and first
+        looks for its transaction id, so a commit that landed before its answer was lost is not made
+        twice. (Spark's commits are retried by S3A.)"""
+        tries = 0
+
         def attempt() -> int:
-            self.sink._opened.pop(s.table.qualified_name, None)
+            nonlocal tries
+            if tries:
+                self.sink._opened.pop(s.table.qualified_name, None)
+            tries += 1
             return self.sink.commit_table(s, txn)
 
         return lake_retry(f"commit {self.sink.location.table_uri(s.table.database, s.table.table)}", attempt)
