@@ -17,9 +17,9 @@ MYSQL_DIR := .local/mysql
 CARGO_PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
 
-.PHONY: setup apt venv native mysql jars spark-line spark-cds test test-spark test-native test-capture bench bench-quick clean
+.PHONY: setup apt venv native mysql jars readers spark-line spark-cds test test-spark test-native test-capture bench bench-quick clean
 
-setup: apt venv native mysql jars spark-cds
+setup: apt venv native mysql jars readers spark-cds
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
@@ -78,6 +78,17 @@ spark-cds: $(CDS_ARCHIVE)
 
 $(CDS_ARCHIVE): $(VENV)/.installed scripts/spark_cds.py scripts/spark_cds_warmup.py | apt
 	$(PY) scripts/spark_cds.py $@
+
+# Lake readers users run that cannot share the venv (mk/readers/*.txt say why), each in a site
+# directory of its own that the reader tests put on a separate Python process's path.
+READERS_DIR := .local/readers
+
+readers: $(READERS_DIR)/duckdb-delta/.installed
+
+$(READERS_DIR)/%/.installed: mk/readers/%.txt $(VENV)/.installed
+	rm -rf $(@D)/site
+	$(PY) -m pip install -q --target $(@D)/site -r $<
+	touch $@
 
 mysql: $(MYSQL_DIR)/.installed
 

@@ -195,7 +195,7 @@ def test_a_delta_lake_follower_instead_of_a_connection(tmp_path):
     assert config.follower_conn_id is None and (config.follower.kind, config.follower_config["location"]) == (
         "delta", "s3://lake/mysql")
     assert config.follower_config == {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "aws_default",
-                                      "changelog": []}
+                                      "changelog": [], "features": "standard"}
     assert (config.maintenance.schedule, config.maintenance.retain_hours) == ("@hourly", 24)
     assert config.describe_follower() == "delta at s3://lake/mysql"
 
@@ -207,9 +207,19 @@ def test_changelog_tables_are_named_by_globs(tmp_path, changelog, tables):
     assert config.follower_config["changelog"] == tables
 
 
+def test_a_lake_chooses_its_table_features_and_the_merge_job_receives_them(tmp_path):
+    from mysql_cdc.hooks.follower import follower_hook
+
+    (config,) = load_pipelines(write(tmp_path, {**LAKE, "follower": {**LAKE["follower"], "features": "portable"}}))
+    assert config.follower_config["features"] == "portable"
+    assert follower_hook(config.follower_reference).features == "portable"
+
+
 @pytest.mark.parametrize(("change", "words"), [
     ({"follower": {"kind": "delta", "location": "s3://x", "changelog": "yes"}},
      "field 'follower': changelog: must be true, false or a list of db.table globs"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "features": "fast"}},
+     "field 'follower': features: must be one of standard (column mapping and deletion vectors"),
     ({"follower_conn_id": "f"}, "give the follower once: 'follower_conn_id' (a MySQL/MariaDB connection) or 'follower'"),
     ({"follower": {"kind": "iceberg", "location": "s3://x"}}, "field 'follower': kind must be one of ['delta', 'mysql']"),
     ({"follower": {"kind": "delta", "location": "s3://x", "catalog": "glue"}}, "unknown key(s) ['catalog']"),

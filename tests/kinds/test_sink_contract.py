@@ -68,13 +68,16 @@ KIND_UNDER_TEST = {
         sides_and_state=lambda p: (lake_checksums(LakeLocation(p.lake)), p.state),
     ),
 }
+# a kind's settings that change how its sink writes run the whole suite too
+KIND_UNDER_TEST["delta portable"] = replace(
+    KIND_UNDER_TEST["delta"], make=lambda request: request.getfixturevalue("lake_pipeline")(features="portable"))
 
 
 def test_every_kind_is_under_test():
-    assert sorted(KIND_UNDER_TEST) == sorted(KINDS)
+    assert sorted({name.split()[0] for name in KIND_UNDER_TEST}) == sorted(KINDS)
 
 
-@pytest.fixture(params=sorted(KINDS))
+@pytest.fixture(params=sorted(KIND_UNDER_TEST))
 def kind(request) -> Kind:
     return KIND_UNDER_TEST[request.param]
 

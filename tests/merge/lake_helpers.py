@@ -34,10 +34,13 @@ from mysql_cdc.storage import StorageSpec
 class LakePipeline(Pipeline):
     lake: StorageSpec | None = None
     changelog: tuple[str, ...] = ()  # db.table globs of the tables with a changelog table
+    features: str = "standard"  # what the lake's tables are created with (kinds.delta.FEATURES)
 
     @classmethod
-    def of(cls, pipeline: Pipeline, lake: StorageSpec, changelog: tuple[str, ...] = ()) -> "LakePipeline":
-        return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, lake=lake, changelog=changelog)
+    def of(cls, pipeline: Pipeline, lake: StorageSpec, changelog: tuple[str, ...] = (),
+           features: str = "standard") -> "LakePipeline":
+        return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, lake=lake, changelog=changelog,
+                   features=features)
 
     @property
     def state(self) -> DeltaStateStore:
@@ -45,7 +48,7 @@ class LakePipeline(Pipeline):
 
     @property
     def secrets(self) -> JobSecrets:
-        return JobSecrets(delta_follower_spec(self.lake, self.changelog), self.storage)
+        return JobSecrets(delta_follower_spec(self.lake, self.changelog, self.features), self.storage)
 
     def start(self) -> "LakePipeline":
         from merge_helpers import leader_position

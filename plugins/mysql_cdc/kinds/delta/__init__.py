@@ -11,7 +11,8 @@ consistent cut, ``state.cut``). ``docs/lakehouse.md`` is the user's page.
 - ``submit``: the Delta and S3A jars and properties of its Spark jobs;
 - ``sink.maintenance``: compaction and vacuum that keep the cut readable.
 
-The pipelines file names it ``follower: {kind: delta, location: s3://bucket/lake, changelog: [...]}``.
+The pipelines file names it ``follower: {kind: delta, location: s3://bucket/lake, changelog: [...],
+features: standard|portable}``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..base import FollowerKind, SubmitNeeds
 
 class DeltaKind(FollowerKind):
     name = "delta"
-    config_keys = frozenset({"location", "changelog"})
+    config_keys = frozenset({"location", "changelog", "features"})
     maintained = True
 
     def reference(self, section: Mapping[str, Any], aws_conn_id: str | None) -> dict[str, Any]:
@@ -39,7 +40,8 @@ class DeltaKind(FollowerKind):
         except ValueError as exc:
             raise ValueError(f"location: {exc}") from None
         return {"kind": self.name, "location": location, "aws_conn_id": aws_conn_id,
-                "changelog": list(_changelog(section.get("changelog", False), TableFilter))}
+                "changelog": list(_changelog(section.get("changelog", False), TableFilter)),
+                "features": _features(section.get("features", "standard"))}
 
     def describe(self, reference: Mapping[str, Any]) -> str:
         return f"{self.name} at {reference['location']}"
@@ -50,7 +52,8 @@ class DeltaKind(FollowerKind):
     def hook(self, reference: Mapping[str, Any]):
         from .hook import DeltaFollowerHook
 
-        return DeltaFollowerHook(reference["location"], reference.get("aws_conn_id"), reference.get("changelog", ()))
+        return DeltaFollowerHook(reference["location"], reference.get("aws_conn_id"), reference.get("changelog", ()),
+                                 reference.get("features", "standard"))
 
     def state_store(self, settings: Mapping[str, Any]):
         from .state import DeltaStateStore
@@ -92,10 +95,28 @@ def _changelog(value: Any, table_filter) -> tuple[str, ...]:
         raise ValueError(f"changelog: must be true, false or a list of db.table globs ({exc})") from None
 
 
+# ``features``: what the lake's tables are created with (``sink.tables.TABLE_FEATURES``)
+FEATURES = {
+    "standard": "column mapping and deletion vectors: renames and drops in place, merges that write only "
+                "the changed rows",
+    "portable": "neither, so delta-rs's to_pyarrow_table/to_pandas and Polars read the tables; renames and "
+                "drops rewrite the table",
+}
+
+
+def _features(value: Any) -> str:
+    if value not in FEATURES:
+        choices = "; ".join(f"{k} ({v})" for k, v in FEATURES.items())
+        raise ValueError(f"features: must be one of {choices}; got {value!r}")
+    return value
+
+
 KIND = DeltaKind()
 
 
-def follower_spec(location, changelog: tuple[str, ...] = ()) -> FollowerSpec:
+def follower_spec(location, changelog: tuple[str, ...] = (), features: str = "standard") -> FollowerSpec:
     """A Delta Lake follower at ``location`` (a ``storage.StorageSpec``: its S3 options are its
-    secrets); ``changelog``: db.table globs of the tables that get a changelog table."""
-    return FollowerSpec(KIND.name, {"location": location.to_json(), "changelog": list(changelog)})
+    secrets); ``changelog``: db.table globs of the tables that get a changelog table; ``features``:
+    a key of ``FEATURES``."""
+    return FollowerSpec(KIND.name, {"location": location.to_json(), "changelog": list(changelog),
+                                    "features": features})

@@ -23,15 +23,16 @@ class DeltaFollowerHook(BaseHook, FollowerHookBase):
     hook_name = "MySQL CDC Delta Lake follower"
 
     def __init__(self, location: str, aws_conn_id: str | None = BatchStorageHook.default_conn_name,
-                 changelog: tuple[str, ...] = ()):
+                 changelog: tuple[str, ...] = (), features: str = "standard"):
         super().__init__()
         self.location = location
         self.aws_conn_id = aws_conn_id
         self.changelog = tuple(changelog)  # db.table globs of the tables with a changelog table
+        self.features = features  # what the lake's tables are created with (``kinds.delta.FEATURES``)
 
     def spec(self) -> FollowerSpec:
         """The location with the S3 options a process outside Airflow needs (the merge job)."""
-        return follower_spec(BatchStorageHook(self.location, self.aws_conn_id).spec(), self.changelog)
+        return follower_spec(BatchStorageHook(self.location, self.aws_conn_id).spec(), self.changelog, self.features)
 
     async def aspec(self) -> FollowerSpec:
         # the amazon provider's credential chain is blocking: a worker thread, not the event loop

@@ -43,15 +43,15 @@ from ....contracts import (
 )
 from ....contracts import change_row as cr
 from ....crash_points import crash_point
-from ....merge.errors import CheckpointError, TableCommitError
+from ....merge.errors import CheckpointError, FollowerSchemaError, TableCommitError
 from ..state import same_place
 from ..state.location import LakeLocation, lake_retry, position_version
 from ..state.tables import StateRow, StateTables
 from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
 from . import changelog, ddl, merges
 from .tables import (
-    DeltaTableRef, create_table, follow_schema, lake_columns, overwrite, schema_changes, schema_ddl, table_exists,
-    to_delta,
+    NOT_PORTABLE, DeltaTableRef, create_table, follow_schema, lake_columns, overwrite, schema_changes, schema_ddl,
+    table_exists, to_delta,
 )
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -109,9 +109,10 @@ class _Committed:
 
 
 class DeltaSink(Sink[DeltaTableRef]):
-    def __init__(self, location: LakeLocation, changelog: tuple[str, ...] = ()):
+    def __init__(self, location: LakeLocation, changelog: tuple[str, ...] = (), features: str = "standard"):
         self.location = location
         self.changelog = changelog  # db.table globs of the tables with a changelog table
+        self.features = features  # what new tables are created with (``tables.TABLE_FEATURES``)
         self.state = StateTables(location)
         self.job: BatchJob | None = None
         self._session: Callable[[], SparkSession] | None = None
@@ -121,7 +122,7 @@ class DeltaSink(Sink[DeltaTableRef]):
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "DeltaSink":
         return cls(LakeLocation.from_json(settings["location"], "follower location"),
-                   tuple(settings.get("changelog", ())))
+                   tuple(settings.get("changelog", ())), settings.get("features", "standard"))
 
     # -- Spark and names --------------------------------------------------------------------------
 
@@ -141,7 +142,8 @@ class DeltaSink(Sink[DeltaTableRef]):
         return spark
 
     def ref(self, database: str, table: str) -> DeltaTableRef:
-        return DeltaTableRef(f"{database}.{table}", self.location.spark_path(self.location.table_uri(database, table)))
+        return DeltaTableRef(f"{database}.{table}", self.location.spark_path(self.location.table_uri(database, table)),
+                             self.features)
 
     def app_id(self, batch: ChangeBatch) -> str:
         # positions of two leaders do not compare: after a failover the versions start afresh
@@ -242,7 +244,24 @@ class DeltaSink(Sink[DeltaTableRef]):
         delta-rs read from its log (a ``FollowerSchemaError`` for a change Delta cannot make): only
         then does Spark run anything for it."""
         opened = self._open(changes)
-        return opened is None or bool(schema_changes(lake_columns(opened), changes.columns, changes.qualified_name))
+        if opened is None:
+            return True
+        self._check_features(changes, opened)
+        return bool(schema_changes(lake_columns(opened), changes.columns, changes.qualified_name))
+
+    def _check_features(self, changes: TableChanges, opened) -> None:
+        """A ``portable`` pipeline's table must be one its readers open: a table created before the
+        pipeline chose ``portable`` keeps column mapping and deletion vectors, which no commit removes."""
+        if self.features != "portable":
+            return
+        found = sorted(NOT_PORTABLE & set(opened.protocol().reader_features or ()))
+        if found:
+            uri = self.location.table_uri(changes.database, changes.table)
+            raise FollowerSchemaError(
+                f"{changes.qualified_name} at {uri} has the table features {', '.join(found)}, which the "
+                "pipeline's 'features: portable' promises its readers it has not (the table was created before "
+                "that choice); copy it again as a portable table: remove the directory " + uri + " and trigger "
+                f"the pipeline with conf {{\"resnapshot\": [\"{changes.qualified_name}\"]}}")
 
     def _follow_schema(self, changes: TableChanges) -> None:
         follow_schema(self.spark(), self.ref(changes.database, changes.table), changes.columns)

@@ -8,9 +8,14 @@ it); BIGINT UNSIGNED is DECIMAL(20,0); BIT, BINARY and BLOB are BINARY (BIT as M
 bytes); JSON, ENUM and SET are STRING (SET as its comma list); YEAR is SMALLINT; DATETIME is
 TIMESTAMP_NTZ (a wall clock) and TIMESTAMP is TIMESTAMP (an instant).
 
-Every table is created with Change Data Feed on, column mapping by name (so a column can be
-renamed or dropped without rewriting the table) and deletion vectors (so a MERGE that changes a
-few rows of a large table writes those rows, not every file that holds one of them). Delta's type-widening table feature is not
+Table features (the pipeline's ``features``, ``TABLE_FEATURES``): ``standard`` tables are created
+with column mapping by name (so a column can be renamed or dropped without rewriting the table)
+and deletion vectors (so a MERGE that changes a few rows of a large table writes those rows, not
+every file that holds one of them); ``portable`` tables have neither, so readers without those
+features (delta-rs's ``to_pyarrow_table``/``to_pandas``, Polars) open them: a rename or a drop of a
+column then rewrites the table in one commit, and Spark's MERGE rewrites the files holding the rows
+it changes. How a rename or a drop is made follows the table's own column mapping, so a table keeps
+working whatever it was created with. Every table has Change Data Feed on. Delta's type-widening table feature is not
 turned on: delta-rs (1.6) refuses to read a table that has it, and the lake must stay readable by
 every Delta reader; a type change that widens exactly (INT -> BIGINT, FLOAT -> DOUBLE, a wider
 DECIMAL, DATE -> TIMESTAMP_NTZ) rewrites the table with the new type in one commit instead.
@@ -28,17 +33,27 @@ from pyspark.sql import functions as F
 from ....merge.errors import FollowerSchemaError
 from ....contracts import ColumnSpec
 
-TABLE_PROPERTIES = {
+_EVERY_TABLE = {
     "delta.enableChangeDataFeed": "true",
-    "delta.columnMapping.mode": "name",
-    # a MERGE marks the rows it replaces in a deletion vector instead of rewriting their files:
-    # its cost follows the change, not the table
-    "delta.enableDeletionVectors": "true",
     # DATETIME is TIMESTAMP_NTZ, whose table feature Delta enables by itself only when a table is
     # created with such a column: a table that gets one later (a column added, a copy with a new
     # shape) must have it already
     "delta.feature.timestampNtz": "supported",
 }
+# the pipeline's ``features`` -> the properties its tables are created with
+TABLE_FEATURES = {
+    "standard": {
+        **_EVERY_TABLE,
+        "delta.columnMapping.mode": "name",
+        # a MERGE marks the rows it replaces in a deletion vector instead of rewriting their files:
+        # its cost follows the change, not the table
+        "delta.enableDeletionVectors": "true",
+    },
+    # what delta-rs's plain readers and Polars open (``docs/lakehouse.md``, "Reading the lake")
+    "portable": {**_EVERY_TABLE, "delta.enableDeletionVectors": "false"},
+}
+# reader features a ``portable`` table must not have (delta-rs's protocol names)
+NOT_PORTABLE = frozenset({"columnMapping", "deletionVectors"})
 
 _SIMPLE = {
     "int8": "TINYINT", "int16": "SMALLINT", "int32": "INT", "int64": "BIGINT", "float": "FLOAT",
@@ -91,10 +106,12 @@ def to_delta(df: DataFrame, columns: Sequence[ColumnSpec], extra: Sequence[str] 
 
 @dataclass(frozen=True)
 class DeltaTableRef:
-    """One Delta table of the follower: ``path`` as Spark reaches it, ``name`` the leader's."""
+    """One Delta table of the follower: ``path`` as Spark reaches it, ``name`` the leader's,
+    ``features`` what it is created with (a key of ``TABLE_FEATURES``)."""
 
     name: str
     path: str
+    features: str = "standard"
 
     @property
     def sql(self) -> str:
@@ -123,7 +140,7 @@ def create_table(spark: SparkSession, table: DeltaTableRef, columns: Sequence[Co
     """The table with ``columns`` (batch columns, or a Spark SQL column list) and the properties
     every table of the lake has, unless it exists."""
     definition = columns if isinstance(columns, str) else schema_ddl(columns, table.name)
-    properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
+    properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_FEATURES[table.features].items())
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql} ({definition}) USING delta TBLPROPERTIES ({properties})")
 
 
@@ -189,7 +206,7 @@ def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[C
         overwrite(spark, table, rows.select(*[
             F.col(quote(f)).cast(widened[f]).alias(f) if f in widened else F.col(quote(f)) for f in rows.columns]))
     if changes.dropped:
-        spark.sql(f"ALTER TABLE {table.sql} DROP COLUMNS ({', '.join(quote(d) for d in changes.dropped)})")
+        _drop_columns(spark, table, changes.dropped)
     if changes.added:
         definition = ", ".join(f"{quote(c.name)} {delta_type(c, table.name)}" for c in changes.added)
         spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({definition})")
@@ -212,17 +229,38 @@ def _decimal_widens(have: str, want: str) -> bool:
 _DECIMAL_SQL = re.compile(r"^DECIMAL\((\d+),(\d+)\)$")
 
 
+def maps_columns(spark: SparkSession, table: DeltaTableRef) -> bool:
+    """Whether the table maps its columns by name (a ``standard`` table): a rename or a drop is then
+    a change of its metadata; without it, a rewrite of its rows."""
+    mode = spark.sql(f"SHOW TBLPROPERTIES {table.sql} ('delta.columnMapping.mode')").first()[1]
+    return mode in ("name", "id")
+
+
 def rename_column(spark: SparkSession, table: DeltaTableRef, old: str, new: str) -> None:
     """``old`` renamed ``new``, unless a retry finds it done (or the table never had it)."""
     existing = existing_columns(spark, table) or {}
-    if old.lower() in existing and new.lower() not in existing:
+    if old.lower() not in existing or new.lower() in existing:
+        return
+    if maps_columns(spark, table):
         spark.sql(f"ALTER TABLE {table.sql} RENAME COLUMN {quote(existing[old.lower()][0])} TO {quote(new)}")
+    else:
+        rows = spark.read.format("delta").load(table.path)
+        overwrite(spark, table, rows.withColumnRenamed(existing[old.lower()][0], new))
 
 
 def drop_column(spark: SparkSession, table: DeltaTableRef, name: str) -> None:
     existing = existing_columns(spark, table) or {}
     if name.lower() in existing and len(existing) > 1:
-        spark.sql(f"ALTER TABLE {table.sql} DROP COLUMNS ({quote(existing[name.lower()][0])})")
+        _drop_columns(spark, table, (existing[name.lower()][0],))
+
+
+def _drop_columns(spark: SparkSession, table: DeltaTableRef, names: Sequence[str]) -> None:
+    """The columns (as the table spells them) dropped: in its metadata, or by a rewrite of its rows
+    in one commit when it does not map its columns (``maps_columns``)."""
+    if maps_columns(spark, table):
+        spark.sql(f"ALTER TABLE {table.sql} DROP COLUMNS ({', '.join(quote(n) for n in names)})")
+    else:
+        overwrite(spark, table, spark.read.format("delta").load(table.path).drop(*names))
 
 
 def table_exists(spark: SparkSession, table: DeltaTableRef) -> bool:

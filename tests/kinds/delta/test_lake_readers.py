@@ -1,0 +1,187 @@
+"""The lake read by the readers users have, in each table-features mode (``kinds.delta.FEATURES``):
+delta-rs's ``to_pyarrow_table`` and ``to_pandas``, Polars' ``read_delta`` (both in the venv) and
+DuckDB's ``delta_scan`` (DuckDB 1.4 with its Delta extension from PyPI, in a Python process of its
+own: ``make readers``). Each reader's rows are compared, value by value, with the leader's, after
+merges that update, delete, change a key, and rename, drop and add columns. What a reader cannot
+open is asserted too: that is the reader table of ``docs/lakehouse.md``, and a reader that learns a
+feature fails this test until the docs say so."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import subprocess
+import sys
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from lake_helpers import _plain, assert_lake_equals_leader, leader_columns, leader_rows
+from mysql_cdc.kinds.delta.sink.tables import NOT_PORTABLE
+from mysql_cdc.kinds.delta.state.location import LakeLocation
+from mysql_cdc.merge.errors import FollowerSchemaError
+from mysql_cdc.merge.job import run_merge
+
+REPO = Path(__file__).resolve().parents[3]
+DUCKDB_SITE = REPO / ".local" / "readers" / "duckdb-delta" / "site"
+
+
+def first_statements(db: str) -> list[str]:
+    return [
+        f"CREATE DATABASE {db}", f"USE {db}",
+        "CREATE TABLE owner (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, since DATETIME(6) NULL,"
+        " balance DECIMAL(12,2) NOT NULL, gone INT)",
+        "CREATE TABLE pet (name VARCHAR(20), species VARCHAR(20), birth DATE)",
+        "INSERT INTO owner VALUES (1, 'Harold', '2020-01-01 10:00:00.5', 10.25, 1), (2, 'Gwen', NULL, 0, 2),"
+        " (3, 'Benny', '1999-12-31 23:59:59.999999', -3.5, 3)",
+        "INSERT INTO pet VALUES ('Buffy', 'dog', '1989-05-13'), ('Buffy', 'dog', '1989-05-13'), ('Claws', 'cat', NULL)",
+    ]
+
+
+def later_statements(db: str) -> list[str]:
+    return [
+        f"USE {db}",
+        "UPDATE owner SET name = 'Harold H', balance = balance + 1 WHERE id = 1",
+        "UPDATE owner SET id = 30 WHERE id = 3",  # a key change
+        "DELETE FROM owner WHERE id = 2",
+        "DELETE FROM pet WHERE name = 'Buffy' LIMIT 1",  # one of two equal rows
+        "ALTER TABLE owner RENAME COLUMN name TO full_name",
+        "ALTER TABLE owner DROP COLUMN gone",
+        "ALTER TABLE owner ADD COLUMN tier SMALLINT",
+        "INSERT INTO owner VALUES (4, 'Ada', '2024-02-29 12:00:00', 99.99, 2)",
+        "UPDATE owner SET tier = 1 WHERE id = 1",
+        "INSERT INTO pet VALUES ('Whistler', 'bird', '1997-12-09')",
+    ]
+
+
+# -- the readers: each returns the table's rows as dicts (column -> Python value) -----------------
+
+
+def _python(value):
+    """A pandas value as the others give it (a Timestamp as a datetime, a missing value as None)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if hasattr(value, "to_pydatetime"):  # pandas' Timestamp (NaT is caught by isna below)
+        return None if str(value) == "NaT" else value.to_pydatetime()
+    if hasattr(value, "item"):  # a numpy scalar
+        return value.item()
+    return value
+
+
+def delta_rs_arrow(uri: str) -> list[dict]:
+    return DeltaTable(uri).to_pyarrow_table().to_pylist()
+
+
+def delta_rs_pandas(uri: str) -> list[dict]:
+    frame = DeltaTable(uri).to_pandas()
+    return [{k: _python(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def polars_read_delta(uri: str) -> list[dict]:
+    import polars as pl
+
+    return pl.read_delta(uri).rows(named=True)
+
+
+DUCKDB_READ = """
+import sys
+import duckdb
+import duckdb_ext
+from pathlib import Path
+path, out = sys.argv[1], sys.argv[2]
+extension = next(Path(duckdb_ext.__path__[0]).glob("extensions/*/*/delta.duckdb_extension"))
+con = duckdb.connect()
+con.execute(f"LOAD '{extension}'")
+con.execute(f"COPY (SELECT * FROM delta_scan('{path}')) TO '{out}' (FORMAT parquet)")
+"""
+
+
+def duckdb_delta_scan(uri: str, work: Path) -> list[dict]:
+    if not (DUCKDB_SITE / "duckdb_ext").is_dir():
+        pytest.fail(f"DuckDB's Delta extension is not installed in {DUCKDB_SITE}: run `make readers`")
+    out = work / f"duckdb-{abs(hash(uri))}.parquet"
+    env = {**os.environ, "PYTHONPATH": str(DUCKDB_SITE)}
+    done = subprocess.run([sys.executable, "-c", DUCKDB_READ, uri.removeprefix("file://"), str(out)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "duckdb failed")
+    return pq.read_table(out).to_pylist()
+
+
+READERS = {
+    "delta-rs to_pyarrow_table": lambda uri, work: delta_rs_arrow(uri),
+    "delta-rs to_pandas": lambda uri, work: delta_rs_pandas(uri),
+    "Polars read_delta": lambda uri, work: polars_read_delta(uri),
+    "DuckDB delta_scan": duckdb_delta_scan,
+}
+# mode -> the readers that open its tables (docs/lakehouse.md, "Reading the lake")
+OPENS = {
+    "standard": {"DuckDB delta_scan"},
+    "portable": set(READERS),
+}
+
+
+def reader_rows(rows: list[dict], columns: list[tuple[str, str]]) -> Counter:
+    """A reader's rows as ``leader_rows`` gives the leader's (column order and spelling the leader's)."""
+    def row_tuple(row: dict) -> tuple:
+        by_name = {k.lower(): v for k, v in row.items()}
+        return tuple(_plain(_python(by_name[c.lower()]), t) for c, t in columns)
+
+    return Counter(row_tuple(r) for r in rows)
+
+
+@pytest.mark.parametrize("features", ["standard", "portable"])
+def test_each_reader_opens_what_its_mode_promises_with_the_leaders_rows(lake_pipeline, spark, tmp_path, features):
+    pipeline = lake_pipeline(features=features)
+    db = pipeline.database
+    for statements in (first_statements(db), later_statements(db)):
+        batch = pipeline.capture(statements)
+        run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    location = LakeLocation(pipeline.lake)
+    for table in ("owner", "pet"):
+        uri = location.table_uri(db, table)
+        reader_features = set(DeltaTable(uri).protocol().reader_features or ())
+        assert bool(reader_features & NOT_PORTABLE) == (features == "standard"), reader_features
+        expected = leader_rows(pipeline.leader, db, table)
+        columns = leader_columns(pipeline.leader, db, table)
+        for name, read in READERS.items():
+            if name in OPENS[features]:
+                assert reader_rows(read(uri, tmp_path), columns) == expected, f"{name} read {db}.{table}"
+            else:
+                with pytest.raises(Exception) as refused:
+                    read(uri, tmp_path)
+                assert any(f in str(refused.value) for f in NOT_PORTABLE), f"{name}: {refused.value}"
+
+
+def test_a_table_made_before_portable_is_refused_by_name_and_a_resnapshot_repairs_it(lake_pipeline, spark, tmp_path):
+    import shutil
+
+    standard = lake_pipeline()
+    db = standard.database
+    first = standard.capture(first_statements(db))
+    run_merge(spark, standard.manifest_uri(first), standard.secrets)
+    pipeline = type(standard).of(standard, standard.lake, features="portable")  # the user changes the setting
+    later = pipeline.capture(later_statements(db))
+    with pytest.raises(FollowerSchemaError) as refused:
+        run_merge(spark, pipeline.manifest_uri(later), pipeline.secrets)
+    message = str(refused.value)
+    owner_uri = LakeLocation(pipeline.lake).table_uri(db, "owner")
+    assert f"{db}.owner at {owner_uri}" in message and "columnMapping" in message and "resnapshot" in message
+    assert pipeline.checkpoint().position == first.end  # nothing of the batch applied
+    # the recovery the message names, for every table of the database
+    for table in ("owner", "pet"):
+        shutil.rmtree(LakeLocation(pipeline.lake).table_uri(db, table).removeprefix("file://"))
+    copy = pipeline.snapshot()
+    run_merge(spark, pipeline.manifest_uri(copy), pipeline.secrets)
+    assert_lake_equals_leader(pipeline)
+    for table in ("owner", "pet"):
+        uri = LakeLocation(pipeline.lake).table_uri(db, table)
+        assert reader_rows(polars_read_delta(uri), leader_columns(pipeline.leader, db, table)) == \
+            leader_rows(pipeline.leader, db, table)
