@@ -16,8 +16,13 @@
    table of the follower with the leader (``CHECKSUM TABLE``).
 
 ``lag_under_load`` = the largest ``seconds_behind`` seen (target <= 120 s: never more than two
-schedule intervals). Prints one JSON object as its last line. Everything started here is stopped
-on exit.
+schedule intervals). With ``--continuous`` the pipeline's schedule is ``@continuous`` (runs back to
+back, the sensor deferred while the leader is idle) and the figure is ``lag_under_load_continuous``
+(target <= 30 s). With ``--follower delta`` the follower is a Delta Lake on the same S3 endpoint
+(its ``seconds_behind`` read from the lake's state with delta-rs, the lake compared with the leader
+at its consistent cut, read with delta-rs): ``delta_lag_under_load`` (target <= 120 s) and
+``delta_lag_under_load_continuous`` (target <= 60 s). Prints one JSON object as its last line. Everything started here is stopped on
+exit.
 """
 
 from __future__ import annotations
@@ -40,11 +45,17 @@ from local_services import MariaDBServer, MotoS3Server  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.monitor.lag import pipeline_figures  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
+from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
+from mysql_cdc.kinds.delta.state.cut import read_cut_at  # noqa: E402
 from mysql_cdc.kinds.mysql.state import MySQLStateStore  # noqa: E402
+from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 PIPELINE, DB, BUCKET = "lag_bench", "shop", "lag-bench"
 TABLES = ("orders", "accounts")
 SAMPLE_SECONDS = 5
+# figure -> its target (the largest seconds behind)
+TARGETS = {"lag_under_load": 120, "lag_under_load_continuous": 30, "delta_lag_under_load": 120,
+           "delta_lag_under_load_continuous": 60}
 
 
 def log(message: str) -> None:
@@ -65,6 +76,26 @@ def checksums(server: MariaDBServer) -> dict[str, int]:
         conn.close()
 
 
+def rows(server: MariaDBServer) -> dict[str, list[tuple]]:
+    """Every table's rows on the leader, sorted: what the lake's cut must hold."""
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            found = {}
+            for table in TABLES:
+                cur.execute(f"SELECT * FROM {DB}.{table}")
+                found[table] = sorted(cur.fetchall(), key=repr)
+            return found
+    finally:
+        conn.close()
+
+
+def lake_rows(cut) -> dict[str, list[tuple]]:
+    """Every table's rows at the lake's consistent cut, read with delta-rs, sorted."""
+    return {table: sorted((tuple(r.values()) for r in cut.read(f"{DB}.{table}").to_pylist()), key=repr)
+            for table in TABLES}
+
+
 def leader_position(settings: MySQLSettings):
     with Leader(settings) as server:
         return server.current_position()
@@ -73,8 +104,15 @@ def leader_position(settings: MySQLSettings):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="how long the writer writes")
+    parser.add_argument("--continuous", action="store_true", help="schedule @continuous instead of every minute")
+    parser.add_argument("--follower", choices=("mysql", "delta"), default="mysql",
+                        help="a MySQL follower, or a Delta Lake on the S3 endpoint")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, Airflow's logs)")
     args = parser.parse_args()
+    schedule = "@continuous" if args.continuous else "* * * * *"
+    figure = ("delta_" if args.follower == "delta" else "") + "lag_under_load" + (
+        "_continuous" if args.continuous else "")
+    limit = TARGETS[figure]
 
     with leader_and_follower("bench-lag-", args.keep) as servers:
         base, leader, follower = servers.base, servers.leader, servers.follower
@@ -93,12 +131,15 @@ def main() -> int:
                 "CREATE TABLE accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL)",
                 "INSERT INTO orders (customer, amount, note) SELECT seq % 97, seq / 3, 'old' FROM seq_1_to_20000",
             ], database=None)
+            lake_location = f"s3://{BUCKET}/lake"
             home = base / "airflow"
             home.mkdir()
             pipelines = home / "pipelines.yaml"
             pipelines.write_text(yaml.safe_dump({"pipelines": [{
-                "name": PIPELINE, "schedule": "* * * * *",
-                "leader_conn_id": "bench_leader", "follower_conn_id": "bench_follower",
+                "name": PIPELINE, "schedule": schedule,
+                "leader_conn_id": "bench_leader",
+                **({"follower": {"kind": "delta", "location": lake_location}} if args.follower == "delta" else
+                   {"follower_conn_id": "bench_follower"}),
                 "storage_uri": f"s3://{BUCKET}/batches", "aws_conn_id": "bench_s3", "spark_conn_id": "bench_spark",
                 "include": [f"{DB}.*"],
             }]}))
@@ -116,7 +157,10 @@ def main() -> int:
             airflow.start()
             airflow.wait(lambda: any(r["state"] == "success" for r in airflow.dag_runs(PIPELINE)), 420,
                          "the first scheduled run (the copy) to succeed", every=5)
-            leader_settings, state = MySQLSettings(**leader_user), MySQLStateStore(MySQLSettings(**follower_user))
+            leader_settings = MySQLSettings(**leader_user)
+            lake = LakeLocation(StorageSpec(lake_location, s3.client_kwargs()))
+            state = DeltaStateStore(lake) if args.follower == "delta" else MySQLStateStore(
+                MySQLSettings(**follower_user))
             log(f"the copy is applied; writing for {args.minutes} minutes ...")
             writer = LeaderWriter(leader, DB, keys=20_000, accounts=500, seed=11).start()
             samples: list[float] = []
@@ -134,24 +178,31 @@ def main() -> int:
             log(f"writer stopped after {writer.commits} commits; waiting for a run to apply {target} ...")
             airflow.wait(lambda: (cp := state.checkpoint(PIPELINE)) is not None and cp.position >= target, 600,
                          f"the checkpoint to reach the leader's {target}", every=5)
-            expected, got = checksums(leader), checksums(follower)
-            if expected != got:
-                raise SystemExit(f"the follower differs from the leader after catching up: {expected} vs {got}")
+            if args.follower == "delta":
+                expected, got = rows(leader), lake_rows(read_cut_at(lake, PIPELINE))
+                differ = [t for t in TABLES if expected[t] != got[t]]
+                if differ:
+                    raise SystemExit(f"the lake differs from the leader after catching up: tables {differ}")
+            else:
+                expected, got = checksums(leader), checksums(follower)
+                if expected != got:
+                    raise SystemExit(f"the follower differs from the leader after catching up: {expected} vs {got}")
             runs = airflow.dag_runs(PIPELINE)
             known = [s for s in samples if s == s]  # NaN: nothing applied yet with a known commit time
+            prefix = figure.replace("_under_load", "")  # lag_..., delta_lag_continuous_...
             result = {
-                "lag_under_load": round(max(known), 1) if known else None,
-                "lag_samples": len(samples),
-                "lag_unknown_samples": len(samples) - len(known),
-                "lag_writer_commits": writer.commits,
-                "lag_writer_commits_per_s": round(writer.commits / wrote),
-                "lag_runs": len(runs),
-                "lag_failed_runs": sum(1 for r in runs if r["state"] == "failed"),
-                "lag_minutes": args.minutes,
+                figure: round(max(known), 1) if known else None,
+                f"{prefix}_samples": len(samples),
+                f"{prefix}_unknown_samples": len(samples) - len(known),
+                f"{prefix}_writer_commits": writer.commits,
+                f"{prefix}_writer_commits_per_s": round(writer.commits / wrote),
+                f"{prefix}_runs": len(runs),
+                f"{prefix}_failed_runs": sum(1 for r in runs if r["state"] == "failed"),
+                f"{prefix}_minutes": args.minutes,
             }
-            print(f"largest seconds behind: {result['lag_under_load']} s over {len(samples)} samples "
-                  f"(target <= 120 s); {writer.commits} commits ({result['lag_writer_commits_per_s']}/s), "
-                  f"{len(runs)} runs, {result['lag_failed_runs']} failed; the follower equals the leader")
+            print(f"largest seconds behind ({schedule}): {result[figure]} s over {len(samples)} samples "
+                  f"(target <= {limit} s); {writer.commits} commits ({result[f'{prefix}_writer_commits_per_s']}/s), "
+                  f"{len(runs)} runs, {result[f'{prefix}_failed_runs']} failed; the follower equals the leader")
             print(json.dumps(result, sort_keys=True))
             return 0
         finally:

@@ -57,6 +57,10 @@ ROWS = [
      "extract_1000_tables_seconds_s3", "the capture of the same changes", "export_vs_extract_s3", ""),
     ("largest seconds behind, 5 min of small transactions, deployed Airflow", "lag_under_load", None,
      "", None, "<= 120 s"),
+    ("... the same, schedule @continuous", "lag_under_load_continuous", None, "", None, "<= 30 s"),
+    ("... the same into a Delta follower on S3, every minute", "delta_lag_under_load", None, "", None, "<= 120 s"),
+    ("... the same into a Delta follower on S3, @continuous", "delta_lag_under_load_continuous", None, "", None,
+     "<= 60 s"),
     ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
      "tiny_run_minus_spark_submit_s", "<= +15 s"),
     ("scheduled run, nothing new (s)", "nochange_run_s", None, "", None, "<= 10 s"),
@@ -148,6 +152,10 @@ def main() -> None:
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
     results.update(run_child(["bench/bench_replica.py", "--rows", str(args.replica_rows)]))
     results.update(run_child(["bench/bench_lag.py", "--minutes", str(args.lag_minutes)]))
+    results.update(run_child(["bench/bench_lag.py", "--minutes", str(args.lag_minutes), "--continuous"]))
+    for schedule in ([], ["--continuous"]):
+        results.update(run_child(["bench/bench_lag.py", "--minutes", str(args.lag_minutes), "--follower", "delta",
+                                  *schedule]))
     delta_args = ["bench/bench_delta.py", "--rows", str(args.merge_rows), "--big", str(args.delta_big_rows)]
     results.update(run_child(delta_args))
     results.update(run_child(["bench/bench_delta_tables.py", "--rows", str(args.tables_rows),

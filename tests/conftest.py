@@ -58,7 +58,8 @@ LONG_FILES = (
     "tests/airflow/deployed/test_deployed_pipeline.py",       # ~600 s
     "tests/merge/test_snapshot.py",                           # ~340 s
     "tests/airflow/dags/test_delta_runs.py",                  # ~340 s
-    "tests/kinds/test_sink_contract.py",                      # ~300 s
+    "tests/kinds/test_sink_contract.py",                      # ~400 s
+    "tests/airflow/deployed/test_deployed_continuous.py",     # ~150 s
     "tests/security/test_tls.py",                             # ~190 s
     "tests/kinds/delta/test_kill_between_tables.py",          # ~160 s
     "tests/airflow/dags/test_cluster_run.py",                 # ~270 s

@@ -28,6 +28,9 @@ follower (docs/lakehouse.md)::
     follower: {kind: delta, location: "s3://bucket/lake", changelog: ["shop.orders"]}  # changelog: true = all
     maintenance: {schedule: "@daily", retain_hours: 168}
 
+``schedule: "@continuous"`` runs the pipeline back to back (docs/operate.md, "A continuous pipeline"):
+its ``wait_timeout`` defaults to an hour and must be at least a minute.
+
 Optional tuning fields: ``wait_timeout`` (seconds the sensor waits for the leader to move before the
 run ends skipped), ``poke_interval`` (seconds between checks), ``retries`` and ``retry_delay``
 (seconds, doubled on each retry of extract and merge), ``spark_conf`` (Spark properties of the
@@ -69,6 +72,12 @@ ON_PURGED = ("fail", "snapshot")
 SCHEDULE_PRESETS = frozenset(
     {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly", "@annually"}
 )
+# ``schedule: "@continuous"``: Airflow starts the next run as soon as one ends (one at a time). The
+# sensor then waits for the leader far longer than a cron run's few seconds, deferred (no worker
+# slot): an idle leader costs one run per wait, not a run every few seconds.
+CONTINUOUS = "@continuous"
+CONTINUOUS_WAIT_TIMEOUT = 3600.0
+CONTINUOUS_MIN_WAIT = 60.0
 # A DAG id and a storage prefix at once: no dots (they would read as db.table), no slashes.
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,99}$")
 _VAR_START_RE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<default>:-)?")
@@ -107,7 +116,8 @@ class PipelineConfig:
     # snapshot: the first run copies every included table, then streams from the copy's position
     start_position: str = "snapshot"
     on_purged: str = "fail"  # snapshot: a run whose binlog was purged copies every table again
-    wait_timeout: float = 5.0  # a scheduled run with nothing new ends after this, skipped
+    # a scheduled run with nothing new ends after this, skipped (a continuous one: CONTINUOUS_WAIT_TIMEOUT)
+    wait_timeout: float = 5.0
     poke_interval: float = 1.0
     retries: int = 3
     retry_delay: float = 30.0
@@ -398,6 +408,14 @@ def _entry(raw: Any, index: int, path: Path, variables: dict[str, str]) -> Pipel
             if isinstance(exc, PipelineConfigError):
                 raise
             raise PipelineConfigError(f"{where}: field '{key}': {exc}") from None
+    if values.get("schedule") == CONTINUOUS:
+        values.setdefault("wait_timeout", CONTINUOUS_WAIT_TIMEOUT)
+        if values["wait_timeout"] < CONTINUOUS_MIN_WAIT:
+            raise PipelineConfigError(
+                f"{where}: field 'wait_timeout': {values['wait_timeout']:g}s with schedule {CONTINUOUS!r} would start "
+                f"a run every {values['wait_timeout']:g}s while the leader is idle (a run that finds nothing ends "
+                f"skipped and the next starts at once); give at least {CONTINUOUS_MIN_WAIT:g}s, or leave it out "
+                f"({CONTINUOUS_WAIT_TIMEOUT:g}s)")
     config = PipelineConfig(**values)
     if (config.follower_conn_id is None) == (config.follower is None):
         raise PipelineConfigError(

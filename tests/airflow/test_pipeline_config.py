@@ -255,3 +255,18 @@ def test_a_mysql_follower_is_one_reference_too(tmp_path):
 ])
 def test_a_bad_mysql_follower_reference_is_named(tmp_path, follower, words):
     assert words in error_of(tmp_path, {**LAKE, "follower": follower})
+
+
+def test_a_continuous_pipeline_waits_an_hour_for_the_leader_by_default(tmp_path):
+    (config,) = load_pipelines(write(tmp_path, {**MINIMAL, "schedule": "@continuous"}))
+    assert (config.schedule, config.wait_timeout) == ("@continuous", 3600.0)
+    (given,) = load_pipelines(write(tmp_path, {**MINIMAL, "schedule": "@continuous", "wait_timeout": 600}))
+    assert given.wait_timeout == 600.0
+    (cron,) = load_pipelines(write(tmp_path, MINIMAL))
+    assert cron.wait_timeout == 5.0
+
+
+def test_a_continuous_pipeline_with_a_short_wait_is_refused_naming_the_cost(tmp_path):
+    words = error_of(tmp_path, {**MINIMAL, "schedule": "@continuous", "wait_timeout": 5})
+    assert "field 'wait_timeout': 5s with schedule '@continuous' would start a run every 5s while the leader is idle" \
+        in words and "at least 60s" in words

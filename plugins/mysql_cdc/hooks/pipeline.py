@@ -64,15 +64,32 @@ class ChangeStatus:
                 "leader_changed": self.leader_changed}
 
 
-def change_status(leader: MySQLSettings, follower: FollowerSpec, pipeline: str) -> ChangeStatus:
-    """Blocking I/O on plain settings: the trigger runs it in a worker thread."""
-    state = follower.state_store()
-    checkpoint = state.checkpoint(pipeline)
-    pending = state.table_positions(pipeline).pending_batch()
-    with Leader(leader) as server:
+@dataclass(frozen=True)
+class FollowerProgress:
+    """Where the follower's state says the pipeline is: what a wait compares the leader with."""
+
+    checkpoint: Checkpoint | None
+    pending_snapshot: str | None
+
+    @classmethod
+    def read(cls, follower: FollowerSpec, pipeline: str) -> "FollowerProgress":
+        """Blocking I/O (the follower's state store)."""
+        state = follower.state_store()
+        return cls(state.checkpoint(pipeline), state.table_positions(pipeline).pending_batch())
+
+    def against(self, server: Leader) -> ChangeStatus:
+        """The leader's position now (blocking: one query on ``server``'s connection) against this."""
+        checkpoint = self.checkpoint
         position, leader_id = server.current_position(), server.leader_id
-    changed = checkpoint is not None and checkpoint.leader_id is not None and checkpoint.leader_id != leader_id
-    return ChangeStatus(position, checkpoint.position if checkpoint else None, pending, changed)
+        changed = checkpoint is not None and checkpoint.leader_id is not None and checkpoint.leader_id != leader_id
+        return ChangeStatus(position, checkpoint.position if checkpoint else None, self.pending_snapshot, changed)
+
+
+def change_status(leader: MySQLSettings, follower: FollowerSpec, pipeline: str) -> ChangeStatus:
+    """Blocking I/O on plain settings: the follower's state, then the leader's position."""
+    progress = FollowerProgress.read(follower, pipeline)
+    with Leader(leader) as server:
+        return progress.against(server)
 
 
 @dataclass(frozen=True)

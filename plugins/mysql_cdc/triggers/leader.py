@@ -10,7 +10,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..hooks.follower import FollowerRef, follower_hook, follower_reference
 from ..hooks.leader import LeaderHook
-from ..hooks.pipeline import change_status
+from ..capture.leader import Leader
+from ..hooks.pipeline import FollowerProgress
 
 SUCCESS = "success"
 TIMEOUT = "timeout"
@@ -54,15 +55,29 @@ class LeaderAdvancedTrigger(BaseTrigger):
             # PyMySQL, so it runs in a thread and never stalls the triggerer's other triggers.
             leader = await LeaderHook(self.leader_conn_id).asettings()
             follower = await follower_hook(self.follower).aspec()
-            while True:
-                status = await asyncio.to_thread(change_status, leader, follower, self.pipeline)
-                if status.has_changes:
-                    yield TriggerEvent({"status": SUCCESS, **status.to_json()})
+            # The follower's state is read once: only this pipeline's merge moves it, and no merge
+            # runs while its run waits here (one run at a time). Each poke is then one query on one
+            # leader connection, which matters for a continuous pipeline waiting an hour: no state
+            # read (for a lake, object-store requests) and no new connection every second.
+            progress = await asyncio.to_thread(FollowerProgress.read, follower, self.pipeline)
+            server = Leader(leader)
+            try:
+                async for event in self._poll(progress, server):
+                    yield event
                     return
-                remaining = self.deadline - time.time()
-                if remaining <= 0:
-                    yield TriggerEvent({"status": TIMEOUT, **status.to_json()})
-                    return
-                await asyncio.sleep(min(self.poke_interval, remaining))
+            finally:
+                await asyncio.to_thread(server.close)
         except Exception as exc:  # the task turns this into a failure with the message
             yield TriggerEvent({"status": ERROR, "message": f"{type(exc).__name__}: {exc}"})
+
+    async def _poll(self, progress: FollowerProgress, server: Leader) -> AsyncIterator[TriggerEvent]:
+        while True:
+            status = await asyncio.to_thread(progress.against, server)
+            if status.has_changes:
+                yield TriggerEvent({"status": SUCCESS, **status.to_json()})
+                return
+            remaining = self.deadline - time.time()
+            if remaining <= 0:
+                yield TriggerEvent({"status": TIMEOUT, **status.to_json()})
+                return
+            await asyncio.sleep(min(self.poke_interval, remaining))

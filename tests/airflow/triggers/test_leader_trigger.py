@@ -83,3 +83,30 @@ def test_error_event_names_the_bad_connection(unique_name):
     event = first_event(make(unique_name, 5, leader_conn_id="cdc_no_such_leader"))
     assert event["status"] == "error"
     assert "leader connection 'cdc_no_such_leader' is not defined" in event["message"]
+
+
+def connections(server) -> int:
+    """The server's count of connections made since it started (one more for asking)."""
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Connections'")
+            return int(cur.fetchone()[1])
+    finally:
+        conn.close()
+
+
+def test_a_long_wait_polls_the_leader_on_one_connection_and_reads_the_state_once(conns, unique_name, leader,
+                                                                                   follower):
+    """What a continuous pipeline's hour-long wait costs: one query per poke on one leader connection,
+    the follower's state read once (not a connection to each and a state read every second)."""
+    leader_hook, follower_hook = conns
+    follower_hook.state.initialize(Checkpoint(unique_name, leader_hook.current_position()))
+    before = connections(leader), connections(follower)
+    trigger = LeaderAdvancedTrigger(pipeline=unique_name, leader_conn_id="cdc_trig_leader", follower="cdc_trig_follower",
+                                    deadline=time.time() + 2.0, poke_interval=0.05)
+    assert first_event(trigger)["status"] == "timeout"  # about 40 pokes
+    after = connections(leader), connections(follower)
+    # each count includes the connection that asked for it
+    assert after[0] - before[0] == 2, "the trigger opened more than one leader connection"
+    assert after[1] - before[1] <= 3, "the trigger read the follower's state more than once"
