@@ -210,9 +210,11 @@ def test_changelog_tables_are_named_by_globs(tmp_path, changelog, tables):
 def test_a_lake_chooses_its_table_features_and_the_merge_job_receives_them(tmp_path):
     from mysql_cdc.hooks.follower import follower_hook
 
-    (config,) = load_pipelines(write(tmp_path, {**LAKE, "follower": {**LAKE["follower"], "features": "portable"}}))
+    lake = {**LAKE, "follower": {"kind": "delta", "location": f"file://{tmp_path}/lake", "features": "portable"}}
+    (config,) = load_pipelines(write(tmp_path, lake))
     assert config.follower_config["features"] == "portable"
-    assert follower_hook(config.follower_reference).features == "portable"
+    # what the merge job's secrets file carries (kinds.FollowerSpec): the sink creates tables so
+    assert follower_hook(config.follower_reference).spec().settings["features"] == "portable"
 
 
 @pytest.mark.parametrize(("change", "words"), [
