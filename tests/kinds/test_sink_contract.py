@@ -236,6 +236,33 @@ def test_a_crash_at_each_point_of_a_ddl_segment_then_the_retry(kind, pipeline, s
         assert pipeline.checkpoint().position == ddl.end
 
 
+# each DDL action a sink replays, in an order one schema goes through, with rows after it, so that a
+# retry that redid an action wrongly (a table renamed twice, a column dropped with its values, rows
+# lost or doubled) shows
+DDL_ACTIONS = (
+    ("create table", ["CREATE TABLE fresh (id INT PRIMARY KEY, v INT)", "INSERT INTO fresh VALUES (1, 1)"]),
+    ("rename column", ["ALTER TABLE keyed RENAME COLUMN v TO label", "UPDATE keyed SET label = 'r' WHERE id = 1"]),
+    ("drop column", ["ALTER TABLE keyed DROP COLUMN n", "INSERT INTO keyed VALUES (9, 'z')"]),
+    ("truncate", ["TRUNCATE TABLE bag", "INSERT INTO bag VALUES (3, 'r')"]),
+    ("drop table", ["DROP TABLE composite", "INSERT INTO keyed VALUES (10, 'y')"]),
+    ("rename table", ["RENAME TABLE keyed TO moved", "INSERT INTO moved VALUES (11, 'x')"]),
+)
+
+
+def test_a_crash_in_every_ddl_action_then_the_retry(kind, pipeline, spark, tmp_path):
+    db = pipeline.database
+    first = pipeline.capture(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1), (2, 'b', 2)",
+                                           "INSERT INTO composite VALUES (1, 'x', 1)",
+                                           "INSERT INTO bag VALUES (1, 'p'), (1, 'p'), (2, 'q')"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    (point, *_) = kind.ddl_crash_points
+    for action, statements in DDL_ACTIONS:
+        # the DDL is the batch's first segment: the first time the job reaches the point is in its replay
+        ddl = pipeline.capture([f"USE {db}", *statements])
+        _crash_then_retry(kind, pipeline, spark, ddl, point, tmp_path / action.replace(" ", "_"))
+        assert pipeline.checkpoint().position == ddl.end, action
+
+
 def test_a_crash_at_each_point_of_a_copy_then_the_retry(kind, pipeline, spark, tmp_path):
     db = pipeline.database
     pipeline.leader.run_sql(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1), (2, 'b', 2)"])
