@@ -241,8 +241,9 @@ class DeltaSink(Sink[DeltaTableRef]):
 
     def _needs_schema_change(self, changes: TableChanges) -> bool:
         """Whether the table is to be created or its columns changed, judged from the columns
-        delta-rs read from its log (a ``FollowerSchemaError`` for a change Delta cannot make): only
-        then does Spark run anything for it."""
+        delta-rs read from its log (a ``FollowerSchemaError`` for a change Delta cannot make, or for
+        a table without the pipeline's features: ``_check_features``): only then does Spark run
+        anything for it."""
         opened = self._open(changes)
         if opened is None:
             return True

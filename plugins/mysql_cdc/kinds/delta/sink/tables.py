@@ -49,7 +49,7 @@ TABLE_FEATURES = {
         # its cost follows the change, not the table
         "delta.enableDeletionVectors": "true",
     },
-    # what delta-rs's plain readers and Polars open (``docs/lakehouse.md``, "Reading the lake")
+    # what delta-rs's plain readers and Polars open (``docs/lakehouse.md``, "Readers")
     "portable": {**_EVERY_TABLE, "delta.enableDeletionVectors": "false"},
 }
 # reader features a ``portable`` table must not have (delta-rs's protocol names)
