@@ -21,7 +21,7 @@ MINIMAL = {
 
 def write(tmp_path: Path, *entries: dict, top: dict | None = None) -> Path:
     path = tmp_path / "pipelines.yaml"
-    path.write_text(yaml.safe_dump(top if top is not None else {"pipelines": list(entries)}))
+    path.write_text(yaml.safe_dump(top if top is not None else {"pipelines": list(entries)}, sort_keys=False))
     return path
 
 
@@ -195,7 +195,7 @@ def test_a_delta_lake_follower_instead_of_a_connection(tmp_path):
     assert config.follower_conn_id is None and (config.follower.kind, config.follower_config["location"]) == (
         "delta", "s3://lake/mysql")
     assert config.follower_config == {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "aws_default",
-                                      "changelog": [], "features": "standard"}
+                                      "changelog": [], "features": "standard", "partition_by": {}}
     assert (config.maintenance.schedule, config.maintenance.retain_hours) == ("@hourly", 24)
     assert config.describe_follower() == "delta at s3://lake/mysql"
 
@@ -217,11 +217,33 @@ def test_a_lake_chooses_its_table_features_and_the_merge_job_receives_them(tmp_p
     assert follower_hook(config.follower_reference).spec().settings["features"] == "portable"
 
 
+def test_a_lake_partitions_tables_by_globs_and_the_merge_job_receives_them(tmp_path):
+    from mysql_cdc.hooks.follower import follower_hook
+    from mysql_cdc.kinds.delta.options import LakeOptions
+
+    partition_by = {"shop.orders": ["region", "Day"], "shop.*": ["tenant"]}
+    lake = {**LAKE, "follower": {"kind": "delta", "location": f"file://{tmp_path}/lake", "partition_by": partition_by}}
+    (config,) = load_pipelines(write(tmp_path, lake))
+    options = LakeOptions.from_json(follower_hook(config.follower_reference).spec().settings)
+    # the first glob that names a table, in the file's order
+    assert options.partition_columns("shop", "orders") == ("region", "Day")
+    assert options.partition_columns("shop", "items") == ("tenant",)
+    assert options.partition_columns("crm", "orders") == ()
+
+
 @pytest.mark.parametrize(("change", "words"), [
     ({"follower": {"kind": "delta", "location": "s3://x", "changelog": "yes"}},
      "field 'follower': changelog: must be true, false or a list of db.table globs"),
     ({"follower": {"kind": "delta", "location": "s3://x", "features": "fast"}},
      "field 'follower': features: must be one of standard (column mapping and deletion vectors"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "partition_by": ["shop.orders"]}},
+     "field 'follower': partition_by: must map db.table globs to lists of column names"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "partition_by": {"shop.orders": []}}},
+     "field 'follower': partition_by.shop.orders: must be a non-empty list of column names"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "partition_by": {"orders": ["region"]}}},
+     "field 'follower': partition_by: include: 'orders' is not a db.table glob"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "partition_by": {"shop.o": ["a", "A"]}}},
+     "field 'follower': partition_by.shop.o: names a column twice"),
     ({"follower_conn_id": "f"}, "give the follower once: 'follower_conn_id' (a MySQL/MariaDB connection) or 'follower'"),
     ({"follower": {"kind": "iceberg", "location": "s3://x"}}, "field 'follower': kind must be one of ['delta', 'mysql']"),
     ({"follower": {"kind": "delta", "location": "s3://x", "catalog": "glue"}}, "unknown key(s) ['catalog']"),

@@ -15,7 +15,7 @@ def lake_pipeline(make_pipeline, tmp_path, request):
     on the session's moto endpoint (``bucket``: in that bucket, e.g. ``faulty_bucket``'s)."""
 
     def make(flavor: str = "mariadb", s3: bool = False, changelog: tuple[str, ...] = (),
-             bucket: dict | None = None, features: str = "standard") -> LakePipeline:
+             bucket: dict | None = None, features: str = "standard", partition_by=()) -> LakePipeline:
         base = make_pipeline(flavor=flavor, start=False)
         if s3 or bucket:
             bucket = bucket or request.getfixturevalue("s3_bucket")
@@ -24,6 +24,6 @@ def lake_pipeline(make_pipeline, tmp_path, request):
             lake = StorageSpec(f"s3://{bucket['bucket']}/lake", options)
         else:
             lake = StorageSpec(f"file://{tmp_path}/lake")
-        return LakePipeline.of(base, lake, changelog, features).start()
+        return LakePipeline.of(base, lake, changelog, features, partition_by).start()
 
     return make

@@ -21,6 +21,7 @@ from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.snapshot.copy import snapshot_tables
 from mysql_cdc.contracts import ChangeBatch, Checkpoint
 from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec
+from mysql_cdc.kinds.delta.options import LakeOptions, PartitionBy
 from mysql_cdc.packaging import MAINTAIN_JOB, MERGE_JOB
 from mysql_cdc.job_secrets import JobSecrets
 from mysql_cdc.pipeline_options import SnapshotOptions
@@ -34,13 +35,18 @@ from mysql_cdc.storage import StorageSpec
 class LakePipeline(Pipeline):
     lake: StorageSpec | None = None
     changelog: tuple[str, ...] = ()  # db.table globs of the tables with a changelog table
-    features: str = "standard"  # what the lake's tables are created with (kinds.delta.FEATURES)
+    features: str = "standard"  # what the lake's tables are created with (kinds.delta.options.FEATURES)
+    partition_by: PartitionBy = ()  # (db.table glob, its partition columns)
 
     @classmethod
     def of(cls, pipeline: Pipeline, lake: StorageSpec, changelog: tuple[str, ...] = (),
-           features: str = "standard") -> "LakePipeline":
+           features: str = "standard", partition_by: PartitionBy = ()) -> "LakePipeline":
         return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, lake=lake, changelog=changelog,
-                   features=features)
+                   features=features, partition_by=partition_by)
+
+    @property
+    def options(self) -> LakeOptions:
+        return LakeOptions(self.changelog, self.features, self.partition_by)
 
     @property
     def state(self) -> DeltaStateStore:
@@ -48,7 +54,7 @@ class LakePipeline(Pipeline):
 
     @property
     def secrets(self) -> JobSecrets:
-        return JobSecrets(delta_follower_spec(self.lake, self.changelog, self.features), self.storage)
+        return JobSecrets(delta_follower_spec(self.lake, self.options), self.storage)
 
     def start(self) -> "LakePipeline":
         from merge_helpers import leader_position

@@ -232,7 +232,7 @@ def held_of(rows: Counter) -> pa.Table:
     values = list(rows)
     return pa.table({"a": pa.array([v[0] for v in values], pa.int32()),
                      "b": pa.array([v[1] for v in values], pa.string_view()),
-                     "n": pa.array([rows[v] for v in values], pa.int64())})
+                     "__mcdc_copies": pa.array([rows[v] for v in values], pa.int64())})
 
 
 def applied(table: Counter, source: pa.Table) -> Counter:

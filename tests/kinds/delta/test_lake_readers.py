@@ -1,4 +1,4 @@
-"""The lake read by the readers users have, in each table-features mode (``kinds.delta.FEATURES``):
+"""The lake read by the readers users have, in each table-features mode (``kinds.delta.options.FEATURES``):
 delta-rs's ``to_pyarrow_table`` and ``to_pandas``, Polars' ``read_delta`` (both in the venv) and
 DuckDB's ``delta_scan`` (DuckDB 1.4 with its Delta extension from PyPI, in a Python process of its
 own: ``make readers``). Each reader's rows are compared, value by value, with the leader's, after

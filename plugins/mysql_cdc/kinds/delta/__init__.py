@@ -12,7 +12,7 @@ consistent cut, ``state.cut``). ``docs/lakehouse.md`` is the user's page.
 - ``sink.maintenance``: compaction and vacuum that keep the cut readable.
 
 The pipelines file names it ``follower: {kind: delta, location: s3://bucket/lake, changelog: [...],
-features: standard|portable}``.
+features: standard|portable, partition_by: {db.table glob: [columns]}}`` (``options``).
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from typing import Any, Mapping
 
 from .. import FollowerSpec
 from ..base import FollowerKind, SubmitNeeds
+from .options import LakeOptions
 
 
 class DeltaKind(FollowerKind):
     name = "delta"
-    config_keys = frozenset({"location", "changelog", "features"})
+    config_keys = frozenset({"location"}) | LakeOptions.KEYS
     maintained = True
 
     def reference(self, section: Mapping[str, Any], aws_conn_id: str | None) -> dict[str, Any]:
-        from ...capture.filters import TableFilter
         from ...storage import normalize_uri
 
         location = section.get("location")
@@ -40,8 +40,7 @@ class DeltaKind(FollowerKind):
         except ValueError as exc:
             raise ValueError(f"location: {exc}") from None
         return {"kind": self.name, "location": location, "aws_conn_id": aws_conn_id,
-                "changelog": list(_changelog(section.get("changelog", False), TableFilter)),
-                "features": _features(section.get("features", "standard"))}
+                **LakeOptions.from_config(section).to_json()}
 
     def describe(self, reference: Mapping[str, Any]) -> str:
         return f"{self.name} at {reference['location']}"
@@ -52,8 +51,7 @@ class DeltaKind(FollowerKind):
     def hook(self, reference: Mapping[str, Any]):
         from .hook import DeltaFollowerHook
 
-        return DeltaFollowerHook(reference["location"], reference.get("aws_conn_id"), reference.get("changelog", ()),
-                                 reference.get("features", "standard"))
+        return DeltaFollowerHook(reference["location"], reference.get("aws_conn_id"), LakeOptions.from_json(reference))
 
     def state_store(self, settings: Mapping[str, Any]):
         from .state import DeltaStateStore
@@ -81,42 +79,10 @@ class DeltaKind(FollowerKind):
         return maintain_lake(spark, sink.location, pipeline, retain_hours, sink.version)
 
 
-def _changelog(value: Any, table_filter) -> tuple[str, ...]:
-    """``changelog``: true (every table), false, or a list of db.table globs."""
-    if value is True:
-        return ("*.*",)
-    if value is False:
-        return ()
-    try:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"must be a list of db.table globs such as ['shop.*', '*.orders'], got {value!r}")
-        return tuple(table_filter(include=tuple(v.strip() for v in value)).include)
-    except ValueError as exc:
-        raise ValueError(f"changelog: must be true, false or a list of db.table globs ({exc})") from None
-
-
-# ``features``: what the lake's tables are created with (``sink.tables.TABLE_FEATURES``)
-FEATURES = {
-    "standard": "column mapping and deletion vectors: renames and drops in place, merges that write only "
-                "the changed rows",
-    "portable": "neither, so delta-rs's to_pyarrow_table/to_pandas and Polars read the tables; renames and "
-                "drops rewrite the table",
-}
-
-
-def _features(value: Any) -> str:
-    if value not in FEATURES:
-        choices = "; ".join(f"{k} ({v})" for k, v in FEATURES.items())
-        raise ValueError(f"features: must be one of {choices}; got {value!r}")
-    return value
-
-
 KIND = DeltaKind()
 
 
-def follower_spec(location, changelog: tuple[str, ...] = (), features: str = "standard") -> FollowerSpec:
+def follower_spec(location, options: LakeOptions = LakeOptions()) -> FollowerSpec:
     """A Delta Lake follower at ``location`` (a ``storage.StorageSpec``: its S3 options are its
-    secrets); ``changelog``: db.table globs of the tables that get a changelog table; ``features``:
-    a key of ``FEATURES``."""
-    return FollowerSpec(KIND.name, {"location": location.to_json(), "changelog": list(changelog),
-                                    "features": features})
+    secrets) whose tables are as ``options`` say."""
+    return FollowerSpec(KIND.name, {"location": location.to_json(), **options.to_json()})

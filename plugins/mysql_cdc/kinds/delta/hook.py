@@ -14,8 +14,10 @@ from ...hooks.storage import BatchStorageHook
 from ...kinds import FollowerSpec
 from ...monitor.verify import FollowerSides
 from . import follower_spec
+from .options import LakeOptions
 from .state.location import LakeLocation
 from .verify import checksum_sides
+
 
 class DeltaFollowerHook(BaseHook, FollowerHookBase):
     """A Delta Lake follower at ``location`` (``s3://`` through ``aws_conn_id``, or ``file://``)."""
@@ -23,16 +25,15 @@ class DeltaFollowerHook(BaseHook, FollowerHookBase):
     hook_name = "MySQL CDC Delta Lake follower"
 
     def __init__(self, location: str, aws_conn_id: str | None = BatchStorageHook.default_conn_name,
-                 changelog: tuple[str, ...] = (), features: str = "standard"):
+                 options: LakeOptions = LakeOptions()):
         super().__init__()
         self.location = location
         self.aws_conn_id = aws_conn_id
-        self.changelog = tuple(changelog)  # db.table globs of the tables with a changelog table
-        self.features = features  # what the lake's tables are created with (``kinds.delta.FEATURES``)
+        self.options = options  # what the lake's tables are (changelog, features, partitioning)
 
     def spec(self) -> FollowerSpec:
         """The location with the S3 options a process outside Airflow needs (the merge job)."""
-        return follower_spec(BatchStorageHook(self.location, self.aws_conn_id).spec(), self.changelog, self.features)
+        return follower_spec(BatchStorageHook(self.location, self.aws_conn_id).spec(), self.options)
 
     async def aspec(self) -> FollowerSpec:
         # the amazon provider's credential chain is blocking: a worker thread, not the event loop

@@ -44,14 +44,15 @@ from ....contracts import (
 from ....contracts import change_row as cr
 from ....crash_points import crash_point
 from ....merge.errors import CheckpointError, FollowerSchemaError, TableCommitError
+from ..options import LakeOptions
 from ..state import same_place
 from ..state.location import LakeLocation, lake_retry, position_version
 from ..state.tables import StateRow, StateTables
 from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
 from . import changelog, ddl, merges
 from .tables import (
-    NOT_PORTABLE, DeltaTableRef, create_table, follow_schema, lake_columns, overwrite, schema_changes, schema_ddl,
-    table_exists, to_delta,
+    NOT_PORTABLE, DeltaTableRef, create_table, follow_schema, lake_columns, overwrite, same_columns, schema_changes,
+    schema_ddl, table_exists, to_delta,
 )
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -109,10 +110,9 @@ class _Committed:
 
 
 class DeltaSink(Sink[DeltaTableRef]):
-    def __init__(self, location: LakeLocation, changelog: tuple[str, ...] = (), features: str = "standard"):
+    def __init__(self, location: LakeLocation, options: LakeOptions = LakeOptions()):
         self.location = location
-        self.changelog = changelog  # db.table globs of the tables with a changelog table
-        self.features = features  # what new tables are created with (``tables.TABLE_FEATURES``)
+        self.options = options  # what the tables are: changelog, features, partition columns
         self.state = StateTables(location)
         self.job: BatchJob | None = None
         self._session: Callable[[], SparkSession] | None = None
@@ -121,8 +121,7 @@ class DeltaSink(Sink[DeltaTableRef]):
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "DeltaSink":
-        return cls(LakeLocation.from_json(settings["location"], "follower location"),
-                   tuple(settings.get("changelog", ())), settings.get("features", "standard"))
+        return cls(LakeLocation.from_json(settings["location"], "follower location"), LakeOptions.from_json(settings))
 
     # -- Spark and names --------------------------------------------------------------------------
 
@@ -143,7 +142,7 @@ class DeltaSink(Sink[DeltaTableRef]):
 
     def ref(self, database: str, table: str) -> DeltaTableRef:
         return DeltaTableRef(f"{database}.{table}", self.location.spark_path(self.location.table_uri(database, table)),
-                             self.features)
+                             self.options.features, self.options.partition_columns(database, table))
 
     def app_id(self, batch: ChangeBatch) -> str:
         # positions of two leaders do not compare: after a failover the versions start afresh
@@ -219,6 +218,7 @@ class DeltaSink(Sink[DeltaTableRef]):
 
     def check_table(self, changes: TableChanges) -> DeltaTableRef:
         self._opened.pop(changes.qualified_name, None)  # read afresh: a DDL or a copy may have changed it
+        self._check_features(changes)
         if self._needs_schema_change(changes):
             self._follow_schema(changes)
         return self.ref(changes.database, changes.table)
@@ -230,6 +230,8 @@ class DeltaSink(Sink[DeltaTableRef]):
         self._opened.clear()
         with ThreadPoolExecutor(_OPENING_THREADS, thread_name_prefix="mysql-cdc delta open") as pool:
             list(pool.map(self._open, tables))
+        for t in tables:
+            self._check_features(t)
         changing = [t for t in tables if self._needs_schema_change(t)]
         if changing:
             # Spark's statements (a CREATE TABLE: ~0.7 s, mostly its commit's round trips) run a few
@@ -240,20 +242,22 @@ class DeltaSink(Sink[DeltaTableRef]):
         return [self.ref(t.database, t.table) for t in tables]
 
     def _needs_schema_change(self, changes: TableChanges) -> bool:
-        """Whether the table is to be created or its columns changed, judged from the columns
-        delta-rs read from its log (a ``FollowerSchemaError`` for a change Delta cannot make, or for
-        a table without the pipeline's features: ``_check_features``): only then does Spark run
-        anything for it."""
+        """Whether the table is to be created, its columns changed or its partitioning made the
+        pipelines file's, judged from delta-rs's read of its log (a ``FollowerSchemaError`` for a
+        change Delta cannot make): only then does Spark run anything for it."""
         opened = self._open(changes)
         if opened is None:
             return True
-        self._check_features(changes, opened)
+        if not same_columns(opened.metadata().partition_columns,
+                            self.options.partition_columns(changes.database, changes.table)):
+            return True
         return bool(schema_changes(lake_columns(opened), changes.columns, changes.qualified_name))
 
-    def _check_features(self, changes: TableChanges, opened) -> None:
+    def _check_features(self, changes: TableChanges) -> None:
         """A ``portable`` pipeline's table must be one its readers open: a table created before the
         pipeline chose ``portable`` keeps column mapping and deletion vectors, which no commit removes."""
-        if self.features != "portable":
+        opened = self._open(changes)
+        if self.options.features != "portable" or opened is None:
             return
         found = sorted(NOT_PORTABLE & set(opened.protocol().reader_features or ()))
         if found:
@@ -269,7 +273,7 @@ class DeltaSink(Sink[DeltaTableRef]):
         self._opened.pop(changes.qualified_name, None)  # opened again when next asked
 
     def change_metadata(self, table: TableChanges) -> frozenset[str]:
-        return changelog.METADATA if changelog.logs_table(self.changelog, table.database, table.table) else frozenset()
+        return changelog.METADATA if self.options.logs(table.database, table.table) else frozenset()
 
     def changelog_ref(self, pipeline: str, database: str, table: str) -> DeltaTableRef:
         return DeltaTableRef(f"{database}.{table}",

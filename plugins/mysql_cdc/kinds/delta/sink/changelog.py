@@ -25,7 +25,6 @@ the leader's new columns (NULL in earlier rows) and type changes (``follow``).
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
 from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
@@ -41,11 +40,6 @@ CHANGE_SEQ = "_change_seq"
 # the change-row metadata a changelog keeps (all of it, the whole before-image included): what the
 # merge job reads for its tables
 METADATA = cr.METADATA_NAMES
-
-
-def logs_table(patterns: Sequence[str], database: str, table: str) -> bool:
-    """Whether the follower's ``changelog`` patterns (``db.table`` globs) name this table."""
-    return any(fnmatchcase(f"{database}.{table}", p) for p in patterns)
 
 
 def change_seq() -> F.Column:

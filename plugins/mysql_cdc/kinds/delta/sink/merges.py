@@ -132,15 +132,20 @@ def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, in
      .execute())
 
 
+# the column of ``copies_held`` that counts a row's copies: a working name, which no leader column
+# has (``merge.netting``), so that a table with a column ``n`` is counted too
+_COPIES = "__mcdc_copies"
+
+
 def copies_held(table, names: list[str]) -> pa.Table:
     """Each distinct full row ``table`` (a delta-rs ``DeltaTable``) holds and its copies (column
-    ``n``), counted by delta-rs's query engine (it reads deletion vectors and column mapping, which
-    its plain readers refuse). NULLs group together, as equal rows of the leader are equal."""
+    ``_COPIES``), counted by delta-rs's query engine (it reads deletion vectors and column mapping,
+    which its plain readers refuse). NULLs group together, as equal rows of the leader are equal."""
     from deltalake import QueryBuilder
 
     columns = ", ".join(_sql_name(n) for n in names)
     return pa.table(QueryBuilder().register("t", table)
-                    .execute(f"SELECT {columns}, COUNT(*) AS n FROM t GROUP BY {columns}").read_all())
+                    .execute(f"SELECT {columns}, COUNT(*) AS {_COPIES} FROM t GROUP BY {columns}").read_all())
 
 
 def keyless_rewrite(net: pa.Table, held: pa.Table, names: list[str]) -> pa.Table:
@@ -156,7 +161,7 @@ def keyless_rewrite(net: pa.Table, held: pa.Table, names: list[str]) -> pa.Table
                        names=[*names, "change", "held", "touched"])
     values = held.select(names).cast(touched.select(names).schema)  # delta-rs reads strings as views
     held_zeros = pa.array(np.zeros(held.num_rows, np.int64))
-    existing = pa.table([*values.columns, held_zeros, held.column("n").cast(pa.int64()), held_zeros],
+    existing = pa.table([*values.columns, held_zeros, held.column(_COPIES).cast(pa.int64()), held_zeros],
                         names=touched.column_names)
     # one group per row value, NULLs equal (a join would not match them); only the touched ones
     totals = (pa.concat_tables([touched, existing]).group_by(names, use_threads=False)

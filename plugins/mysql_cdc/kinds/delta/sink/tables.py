@@ -107,11 +107,13 @@ def to_delta(df: DataFrame, columns: Sequence[ColumnSpec], extra: Sequence[str] 
 @dataclass(frozen=True)
 class DeltaTableRef:
     """One Delta table of the follower: ``path`` as Spark reaches it, ``name`` the leader's,
-    ``features`` what it is created with (a key of ``TABLE_FEATURES``)."""
+    ``features`` what it is created with (a key of ``TABLE_FEATURES``), ``partition_by`` the columns
+    the pipelines file partitions it by (``options.LakeOptions.partition_columns``)."""
 
     name: str
     path: str
     features: str = "standard"
+    partition_by: tuple[str, ...] = ()
 
     @property
     def sql(self) -> str:
@@ -137,11 +139,38 @@ def schema_ddl(columns: Sequence[ColumnSpec], where: str) -> str:
 
 
 def create_table(spark: SparkSession, table: DeltaTableRef, columns: Sequence[ColumnSpec] | str) -> None:
-    """The table with ``columns`` (batch columns, or a Spark SQL column list) and the properties
-    every table of the lake has, unless it exists."""
+    """The table with ``columns`` (batch columns, or a Spark SQL column list), partitioned as the
+    pipelines file says, with the properties every table of the lake has, unless it exists."""
     definition = columns if isinstance(columns, str) else schema_ddl(columns, table.name)
+    names = spark.createDataFrame([], definition).columns if isinstance(columns, str) else [c.name for c in columns]
+    partitioning = partitioned_by(table, names)
+    partitioned = f" PARTITIONED BY ({', '.join(quote(c) for c in partitioning)})" if partitioning else ""
     properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_FEATURES[table.features].items())
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql} ({definition}) USING delta TBLPROPERTIES ({properties})")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql} ({definition}) USING delta{partitioned} "
+              f"TBLPROPERTIES ({properties})")
+
+
+def partitioned_by(table: DeltaTableRef, names: Sequence[str]) -> tuple[str, ...]:
+    """The table's partition columns spelled as its columns ``names`` spell them (MySQL's column
+    names are case-insensitive). A column the table does not have raises ``FollowerSchemaError``
+    naming the setting to fix: the merge stops before it writes anything."""
+    spelled = {n.lower(): n for n in names}
+    missing = [c for c in table.partition_by if c.lower() not in spelled]
+    if missing:
+        raise FollowerSchemaError(
+            f"{table.name}: partition_by names the column(s) {', '.join(missing)}, which the table does not have "
+            f"(its columns: {', '.join(names)}); name its columns in the follower's partition_by for "
+            f"{table.name!r} in the pipelines file, then run the pipeline again")
+    return tuple(spelled[c.lower()] for c in table.partition_by)
+
+
+def partition_columns(spark: SparkSession, table: DeltaTableRef) -> list[str]:
+    """The columns the table is partitioned by now (its log's, whatever the pipelines file says)."""
+    return list(spark.sql(f"DESCRIBE DETAIL {table.sql}").first()["partitionColumns"])
+
+
+def same_columns(a: Sequence[str], b: Sequence[str]) -> bool:
+    return [c.lower() for c in a] == [c.lower() for c in b]
 
 
 def _normal(spark_type: str) -> str:
@@ -192,24 +221,36 @@ def schema_changes(existing: dict[str, tuple[str, str]], columns: Sequence[Colum
 
 
 def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[ColumnSpec]) -> None:
-    """Make the table's columns the batch's: create it, add the leader's new columns, drop the
-    ones it dropped, widen a type in place where Delta's widening is exact (``schema_changes``).
-    Each step is its own Delta commit, idempotent by the schema it leaves (a retry finds it done)."""
+    """Make the table's columns the batch's and its partitioning the pipelines file's: create it;
+    add the leader's new columns and drop the ones it dropped in its metadata; and where that
+    cannot be (an exact type widening, a partitioning that changed, a partition column dropped)
+    rewrite its rows in one commit with all of it (``schema_changes``). Each step is a Delta commit
+    idempotent by the schema and the partitioning it leaves (a retry finds it done)."""
     existing = existing_columns(spark, table)
     if existing is None:
         create_table(spark, table, columns)
         return
     changes = schema_changes(existing, columns, table.name)
-    if changes.widened:
-        widened = dict(changes.widened)
-        rows = spark.read.format("delta").load(table.path)
-        overwrite(spark, table, rows.select(*[
-            F.col(quote(f)).cast(widened[f]).alias(f) if f in widened else F.col(quote(f)) for f in rows.columns]))
+    partitioning = partition_columns(spark, table)
+    if (changes.widened or not same_columns(partitioning, table.partition_by)
+            or {c.lower() for c in changes.dropped} & {c.lower() for c in partitioning}):
+        _rewrite(spark, table, changes)
+        return
     if changes.dropped:
         _drop_columns(spark, table, changes.dropped)
     if changes.added:
         definition = ", ".join(f"{quote(c.name)} {delta_type(c, table.name)}" for c in changes.added)
         spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({definition})")
+
+
+def _rewrite(spark: SparkSession, table: DeltaTableRef, changes: SchemaChanges) -> None:
+    """The table's rows rewritten in one commit with ``changes`` made (new columns NULL, at the end
+    as ``ADD COLUMNS`` puts them) and partitioned as the pipelines file says (``overwrite``)."""
+    widened = dict(changes.widened)
+    rows = spark.read.format("delta").load(table.path).drop(*changes.dropped)
+    overwrite(spark, table, rows.select(
+        *[F.col(quote(f)).cast(widened[f]).alias(f) if f in widened else F.col(quote(f)) for f in rows.columns],
+        *[F.lit(None).cast(delta_type(c, table.name)).alias(c.name) for c in changes.added]))
 
 
 def widens(have: str, want: str) -> bool:
@@ -237,10 +278,12 @@ def maps_columns(spark: SparkSession, table: DeltaTableRef) -> bool:
 
 
 def rename_column(spark: SparkSession, table: DeltaTableRef, old: str, new: str) -> None:
-    """``old`` renamed ``new``, unless a retry finds it done (or the table never had it)."""
+    """``old`` renamed ``new``, unless a retry finds it done (or the table never had it). A column
+    the pipelines file partitions the table by is not renamed until the file names the new one."""
     existing = existing_columns(spark, table) or {}
     if old.lower() not in existing or new.lower() in existing:
         return
+    _not_partitioned_by(table, old, f"the leader renamed {table.name}.{old} to {new}", f"name {new!r} instead")
     if maps_columns(spark, table):
         spark.sql(f"ALTER TABLE {table.sql} RENAME COLUMN {quote(existing[old.lower()][0])} TO {quote(new)}")
     else:
@@ -251,13 +294,27 @@ def rename_column(spark: SparkSession, table: DeltaTableRef, old: str, new: str)
 def drop_column(spark: SparkSession, table: DeltaTableRef, name: str) -> None:
     existing = existing_columns(spark, table) or {}
     if name.lower() in existing and len(existing) > 1:
+        _not_partitioned_by(table, name, f"the leader dropped {table.name}.{name}", "remove it")
         _drop_columns(spark, table, (existing[name.lower()][0],))
+
+
+def _not_partitioned_by(table: DeltaTableRef, column: str, what: str, fix: str) -> None:
+    """Raise ``FollowerSchemaError`` if the pipelines file partitions ``table`` by ``column``, whose
+    DDL (``what``) would leave the table without it: the merge stops, nothing written, until the
+    file says how the table is partitioned after it (``fix``)."""
+    if column.lower() in {c.lower() for c in table.partition_by}:
+        raise FollowerSchemaError(
+            f"{what}, which the follower's partition_by in the pipelines file partitions it by "
+            f"({', '.join(table.partition_by)}); {fix} in partition_by for {table.name!r}, then run the pipeline "
+            "again: the table is rewritten with the new partitioning in the same commit")
 
 
 def _drop_columns(spark: SparkSession, table: DeltaTableRef, names: Sequence[str]) -> None:
     """The columns (as the table spells them) dropped: in its metadata, or by a rewrite of its rows
-    in one commit when it does not map its columns (``maps_columns``)."""
-    if maps_columns(spark, table):
+    in one commit when it does not map its columns (``maps_columns``) or is partitioned by one of
+    them (Delta drops no partition column: the rewrite partitions it as the pipelines file says)."""
+    dropping = {n.lower() for n in names}
+    if maps_columns(spark, table) and not dropping & {c.lower() for c in partition_columns(spark, table)}:
         spark.sql(f"ALTER TABLE {table.sql} DROP COLUMNS ({', '.join(quote(n) for n in names)})")
     else:
         overwrite(spark, table, spark.read.format("delta").load(table.path).drop(*names))
@@ -272,8 +329,9 @@ def _set_change_feed(spark: SparkSession, table: DeltaTableRef, on: bool) -> Non
 
 
 def overwrite(spark: SparkSession, table: DeltaTableRef, rows: DataFrame, txn: tuple[str, int] | None = None) -> None:
-    """Replace the table's rows (and, when they differ, its columns) in one commit; ``txn``
-    (app id, version) makes the commit idempotent.
+    """Replace the table's rows (and, when they differ, its columns and its partitioning: the
+    pipelines file's, ``partitioned_by``) in one commit; ``txn`` (app id, version) makes the commit
+    idempotent.
 
     Delta refuses a commit that writes rows and drops or retypes a column at once on a table with
     Change Data Feed and column mapping (``DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION``): for a
@@ -281,9 +339,11 @@ def overwrite(spark: SparkSession, table: DeltaTableRef, rows: DataFrame, txn: t
     reader of the feed starts again after it) and on again; a retry after a crash in between finds
     it off and turns it on."""
     current = spark.read.format("delta").load(table.path).schema
+    partitioning = partitioned_by(table, rows.columns)
     reshaped = [(f.name.lower(), f.dataType) for f in current.fields] != [
-        (f.name.lower(), f.dataType) for f in rows.schema.fields]
-    writer = rows.write.format("delta").mode("overwrite")
+        (f.name.lower(), f.dataType) for f in rows.schema.fields] or not same_columns(
+        partition_columns(spark, table), partitioning)
+    writer = rows.write.format("delta").mode("overwrite").partitionBy(*partitioning)
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
     if reshaped:
