@@ -38,7 +38,7 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 
 import yaml  # noqa: E402
 
-from airflow_deployment import AirflowDeployment  # noqa: E402
+from airflow_deployment import AirflowDeployment, pipeline_connections  # noqa: E402
 from bench_servers import leader_and_follower  # noqa: E402
 from leader_writer import LeaderWriter  # noqa: E402
 from local_services import MariaDBServer, MotoS3Server  # noqa: E402
@@ -60,10 +60,6 @@ TARGETS = {"lag_under_load": 120, "lag_under_load_continuous": 30, "delta_lag_un
 
 def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
-
-
-def connection(conn_type: str, **fields) -> str:
-    return json.dumps({"conn_type": conn_type, **fields})
 
 
 def checksums(server: MariaDBServer) -> dict[str, int]:
@@ -145,13 +141,7 @@ def main() -> int:
             }]}))
             airflow = AirflowDeployment(home, env={
                 "CDC_PIPELINES_FILE": str(pipelines),
-                "AIRFLOW_CONN_BENCH_LEADER": connection("mysql", host=leader_user["host"], port=leader_user["port"],
-                                                        login=leader_user["user"], password=leader_user["password"]),
-                "AIRFLOW_CONN_BENCH_FOLLOWER": connection("mysql", host=follower_user["host"], port=follower_user["port"],
-                                                          login=follower_user["user"], password=follower_user["password"]),
-                "AIRFLOW_CONN_BENCH_S3": connection("aws", login=s3.aws_access_key_id, password=s3.aws_secret_access_key,
-                                                    extra={"endpoint_url": s3.endpoint_url, "region_name": s3.region_name}),
-                "AIRFLOW_CONN_BENCH_SPARK": connection("spark", host="local[2]"),
+                **pipeline_connections("bench", leader_user, follower_user, s3.client_kwargs()),
             })
             log("starting Airflow as deployed ...")
             airflow.start()

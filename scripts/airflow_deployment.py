@@ -269,6 +269,31 @@ class AirflowDeployment:
             time.sleep(every)
 
 
+def pipeline_connections(prefix: str, leader: dict, follower: dict | None, s3: dict, spark_master: str = "local[2]"
+                         ) -> dict[str, str]:
+    """The environment that gives a deployment a pipeline's connections, as ``AIRFLOW_CONN_<ID>``
+    JSON: ``<prefix>_leader`` and ``<prefix>_follower`` (MySQL: ``MariaDBServer.create_user``'s
+    host, port, user and password; no follower for a lake), ``<prefix>_s3`` (``s3``: boto3's
+    client kwargs, ``MotoS3Server.client_kwargs()``) and ``<prefix>_spark``."""
+    def mysql(user: dict) -> str:
+        return _connection("mysql", host=user["host"], port=user["port"], login=user["user"], password=user["password"])
+
+    env = {
+        f"AIRFLOW_CONN_{prefix.upper()}_LEADER": mysql(leader),
+        f"AIRFLOW_CONN_{prefix.upper()}_S3": _connection(
+            "aws", login=s3["aws_access_key_id"], password=s3["aws_secret_access_key"],
+            extra={"endpoint_url": s3["endpoint_url"], "region_name": s3.get("region_name", "us-east-1")}),
+        f"AIRFLOW_CONN_{prefix.upper()}_SPARK": _connection("spark", host=spark_master),
+    }
+    if follower is not None:
+        env[f"AIRFLOW_CONN_{prefix.upper()}_FOLLOWER"] = mysql(follower)
+    return env
+
+
+def _connection(conn_type: str, **fields) -> str:
+    return json.dumps({"conn_type": conn_type, **fields})
+
+
 def _session_of(pid: int) -> int | None:
     """The session id of a live process (a zombie counts as gone), from /proc/<pid>/stat."""
     try:

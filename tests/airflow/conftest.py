@@ -162,6 +162,11 @@ class S3Endpoint:
     access_key: str
     secret_key: str
 
+    def client_kwargs(self) -> dict:
+        """boto3's client kwargs (what ``airflow_deployment.pipeline_connections`` takes)."""
+        return {"endpoint_url": self.url, "region_name": "us-east-1", "aws_access_key_id": self.access_key,
+                "aws_secret_access_key": self.secret_key}
+
 
 @pytest.fixture(scope="session")
 def s3_endpoint(s3_server) -> S3Endpoint:

@@ -62,22 +62,21 @@ class LeaderAdvancedTrigger(BaseTrigger):
             progress = await asyncio.to_thread(FollowerProgress.read, follower, self.pipeline)
             server = Leader(leader)
             try:
-                async for event in self._poll(progress, server):
-                    yield event
-                    return
+                event = await self._poll(progress, server)
             finally:
                 await asyncio.to_thread(server.close)
         except Exception as exc:  # the task turns this into a failure with the message
-            yield TriggerEvent({"status": ERROR, "message": f"{type(exc).__name__}: {exc}"})
+            event = TriggerEvent({"status": ERROR, "message": f"{type(exc).__name__}: {exc}"})
+        yield event
 
-    async def _poll(self, progress: FollowerProgress, server: Leader) -> AsyncIterator[TriggerEvent]:
+    async def _poll(self, progress: FollowerProgress, server: Leader) -> TriggerEvent:
+        """The leader asked every ``poke_interval`` until it is past the follower (``success``) or
+        the deadline passes (``timeout``)."""
         while True:
             status = await asyncio.to_thread(progress.against, server)
             if status.has_changes:
-                yield TriggerEvent({"status": SUCCESS, **status.to_json()})
-                return
+                return TriggerEvent({"status": SUCCESS, **status.to_json()})
             remaining = self.deadline - time.time()
             if remaining <= 0:
-                yield TriggerEvent({"status": TIMEOUT, **status.to_json()})
-                return
+                return TriggerEvent({"status": TIMEOUT, **status.to_json()})
             await asyncio.sleep(min(self.poke_interval, remaining))

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from airflow_deployment import AirflowDeployment
+from airflow_deployment import AirflowDeployment, pipeline_connections
 from leader_writer import LeaderWriter
 from local_services import MariaDBServer
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.kinds.mysql.state.checkpoint import read_checkpoint
 from mysql_cdc.mysql_server import MySQLSettings
-from test_deployed_pipeline import TERMINAL, conn, mysql_conn
+from test_deployed_pipeline import TERMINAL
 
 PIPELINE, DB = "continuous_cdc", "live"
 IDLE_SECONDS = 25  # how long the idle leader is watched
@@ -95,11 +95,7 @@ def continuous(services_dir, tmp_path_factory, s3_endpoint):
         }]}))
         airflow = AirflowDeployment(home, env={
             "CDC_PIPELINES_FILE": str(pipelines),
-            "AIRFLOW_CONN_CONTINUOUS_LEADER": mysql_conn(leader_user),
-            "AIRFLOW_CONN_CONTINUOUS_FOLLOWER": mysql_conn(follower_user),
-            "AIRFLOW_CONN_CONTINUOUS_S3": conn("aws", login=s3_endpoint.access_key, password=s3_endpoint.secret_key,
-                                               extra={"endpoint_url": s3_endpoint.url, "region_name": "us-east-1"}),
-            "AIRFLOW_CONN_CONTINUOUS_SPARK": conn("spark", host="local[2]"),
+            **pipeline_connections("continuous", leader_user, follower_user, s3_endpoint.client_kwargs()),
         })
         airflow.start()
         yield Continuous(airflow, leader, follower, MySQLSettings(**leader_user), MySQLSettings(**follower_user))

@@ -14,7 +14,6 @@ waiting for the minute schedule); `make test` runs it.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import signal
@@ -27,7 +26,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from airflow_deployment import AirflowDeployment
+from airflow_deployment import AirflowDeployment, pipeline_connections
 from lake_helpers import assert_lake_equals_leader
 from leader_writer import LeaderWriter
 from local_services import MariaDBServer
@@ -43,14 +42,6 @@ from mysql_cdc.storage import StorageSpec
 PIPELINE, DB = "deployed_cdc", "shop"
 LAKE_PIPELINE = "deployed_lake"  # the same leader into a Delta Lake on S3, triggered by hand
 TERMINAL = {"success", "failed"}
-
-
-def conn(conn_type: str, **fields) -> str:
-    return json.dumps({"conn_type": conn_type, **fields})
-
-
-def mysql_conn(params: dict) -> str:
-    return conn("mysql", host=params["host"], port=params["port"], login=params["user"], password=params["password"])
 
 
 @dataclass
@@ -164,15 +155,10 @@ def deployed(services_dir, tmp_path_factory, s3_endpoint):
         airflow = AirflowDeployment(home, env={
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder(home, f"{lake_location}/{DB}/orders")),
             "CDC_PIPELINES_FILE": str(pipelines),
-            "AIRFLOW_CONN_DEPLOYED_LEADER": mysql_conn(leader_user),
-            "AIRFLOW_CONN_DEPLOYED_FOLLOWER": mysql_conn(follower_user),
-            "AIRFLOW_CONN_DEPLOYED_S3": conn("aws", login=s3_endpoint.access_key, password=s3_endpoint.secret_key,
-                                             extra={"endpoint_url": s3_endpoint.url, "region_name": "us-east-1"}),
-            "AIRFLOW_CONN_DEPLOYED_SPARK": conn("spark", host="local[2]"),
+            **pipeline_connections("deployed", leader_user, follower_user, s3_endpoint.client_kwargs()),
         })
         airflow.start()
-        lake = {"endpoint_url": s3_endpoint.url, "region_name": "us-east-1", "aws_access_key_id": s3_endpoint.access_key,
-                "aws_secret_access_key": s3_endpoint.secret_key}
+        lake = s3_endpoint.client_kwargs()
         yield Deployed(airflow, leader, follower, MySQLSettings(**leader_user), MySQLSettings(**follower_user),
                        (f"s3://{s3_endpoint.bucket}/deployed-lake", lake))
     finally:
