@@ -36,21 +36,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 
-import yaml  # noqa: E402
-
-from airflow_deployment import AirflowDeployment, pipeline_connections  # noqa: E402
-from bench_servers import leader_and_follower  # noqa: E402
+from bench_servers import deployed_pipeline, leader_and_follower  # noqa: E402
 from leader_writer import LeaderWriter  # noqa: E402
-from local_services import MariaDBServer, MotoS3Server  # noqa: E402
+from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.monitor.lag import pipeline_figures  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
-from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
 from mysql_cdc.kinds.delta.state.cut import read_cut_at  # noqa: E402
-from mysql_cdc.kinds.mysql.state import MySQLStateStore  # noqa: E402
-from mysql_cdc.storage import StorageSpec  # noqa: E402
 
-PIPELINE, DB, BUCKET = "lag_bench", "shop", "lag-bench"
+PIPELINE, DB = "lag_bench", "shop"
 TABLES = ("orders", "accounts")
 SAMPLE_SECONDS = 5
 # figure -> its target (the largest seconds behind)
@@ -111,46 +105,17 @@ def main() -> int:
     limit = TARGETS[figure]
 
     with leader_and_follower("bench-lag-", args.keep) as servers:
-        base, leader, follower = servers.base, servers.leader, servers.follower
-        leader_user, follower_user = servers.leader_user, servers.follower_user
-        s3 = MotoS3Server(base, die_with_parent=True)
-        airflow = None
-        try:
-            s3.start()
-            import boto3
-
-            boto3.client("s3", **s3.client_kwargs()).create_bucket(Bucket=BUCKET)
-            leader.run_sql([
-                f"CREATE DATABASE {DB}", f"USE {DB}",
-                "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, customer INT NOT NULL, amount DECIMAL(14,4), "
-                "note VARCHAR(20))",
-                "CREATE TABLE accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL)",
-                "INSERT INTO orders (customer, amount, note) SELECT seq % 97, seq / 3, 'old' FROM seq_1_to_20000",
-            ], database=None)
-            lake_location = f"s3://{BUCKET}/lake"
-            home = base / "airflow"
-            home.mkdir()
-            pipelines = home / "pipelines.yaml"
-            pipelines.write_text(yaml.safe_dump({"pipelines": [{
-                "name": PIPELINE, "schedule": schedule,
-                "leader_conn_id": "bench_leader",
-                **({"follower": {"kind": "delta", "location": lake_location}} if args.follower == "delta" else
-                   {"follower_conn_id": "bench_follower"}),
-                "storage_uri": f"s3://{BUCKET}/batches", "aws_conn_id": "bench_s3", "spark_conn_id": "bench_spark",
-                "include": [f"{DB}.*"],
-            }]}))
-            airflow = AirflowDeployment(home, env={
-                "CDC_PIPELINES_FILE": str(pipelines),
-                **pipeline_connections("bench", leader_user, follower_user, s3.client_kwargs()),
-            })
-            log("starting Airflow as deployed ...")
-            airflow.start()
-            airflow.wait(lambda: any(r["state"] == "success" for r in airflow.dag_runs(PIPELINE)), 420,
-                         "the first scheduled run (the copy) to succeed", every=5)
-            leader_settings = MySQLSettings(**leader_user)
-            lake = LakeLocation(StorageSpec(lake_location, s3.client_kwargs()))
-            state = DeltaStateStore(lake) if args.follower == "delta" else MySQLStateStore(
-                MySQLSettings(**follower_user))
+        leader, follower = servers.leader, servers.follower
+        leader.run_sql([
+            f"CREATE DATABASE {DB}", f"USE {DB}",
+            "CREATE TABLE orders (id INT AUTO_INCREMENT PRIMARY KEY, customer INT NOT NULL, amount DECIMAL(14,4), "
+            "note VARCHAR(20))",
+            "CREATE TABLE accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL)",
+            "INSERT INTO orders (customer, amount, note) SELECT seq % 97, seq / 3, 'old' FROM seq_1_to_20000",
+        ], database=None)
+        with deployed_pipeline(servers, PIPELINE, schedule, args.follower, f"{DB}.*") as deployment:
+            airflow, state = deployment.airflow, deployment.state
+            leader_settings = servers.leader_settings
             log(f"the copy is applied; writing for {args.minutes} minutes ...")
             writer = LeaderWriter(leader, DB, keys=20_000, accounts=500, seed=11).start()
             samples: list[float] = []
@@ -168,8 +133,8 @@ def main() -> int:
             log(f"writer stopped after {writer.commits} commits; waiting for a run to apply {target} ...")
             airflow.wait(lambda: (cp := state.checkpoint(PIPELINE)) is not None and cp.position >= target, 600,
                          f"the checkpoint to reach the leader's {target}", every=5)
-            if args.follower == "delta":
-                expected, got = rows(leader), lake_rows(read_cut_at(lake, PIPELINE))
+            if deployment.lake is not None:
+                expected, got = rows(leader), lake_rows(read_cut_at(deployment.lake, PIPELINE))
                 differ = [t for t in TABLES if expected[t] != got[t]]
                 if differ:
                     raise SystemExit(f"the lake differs from the leader after catching up: tables {differ}")
@@ -195,10 +160,6 @@ def main() -> int:
                   f"{len(runs)} runs, {result[f'{prefix}_failed_runs']} failed; the follower equals the leader")
             print(json.dumps(result, sort_keys=True))
             return 0
-        finally:
-            if airflow is not None:
-                airflow.stop()
-            s3.stop()
 
 
 if __name__ == "__main__":

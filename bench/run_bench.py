@@ -61,6 +61,11 @@ ROWS = [
     ("... the same into a Delta follower on S3, every minute", "delta_lag_under_load", None, "", None, "<= 120 s"),
     ("... the same into a Delta follower on S3, @continuous", "delta_lag_under_load_continuous", None, "", None,
      "<= 60 s"),
+    ("one row, the leader's commit -> the follower's checkpoint, deployed, @continuous (s)", "fixed_cost_applied_s",
+     None, "", None, "lower is better"),
+    ("... the merge task of it (s)", "fixed_cost_merge_s", "fixed_cost_merge_work_s", "the merge job's own work", None,
+     ""),
+    ("... the sensor's detection of it (s)", "fixed_cost_detect_s", None, "", None, ""),
     ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
      "tiny_run_minus_spark_submit_s", "<= +15 s"),
     ("scheduled run, nothing new (s)", "nochange_run_s", None, "", None, "<= 10 s"),
@@ -148,6 +153,7 @@ def main() -> None:
     results.update(run_child(["bench/bench_tables.py", "--rows", str(args.tables_rows), "--repeat", str(args.repeat),
                               "--tables", "1,1000", "--key", "binary16"]))
     results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
+    results.update(run_child(["bench/bench_fixed_costs.py", "--repeat", str(max(args.repeat, 5))]))
     snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows), "--repeat", str(args.repeat)]
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
     results.update(run_child(["bench/bench_replica.py", "--rows", str(args.replica_rows)]))
