@@ -21,6 +21,11 @@ updates, 10 % deletes, transactions across a handful of tables), and every merge
    ``--small-rows`` change rows (50 x 20), merged into tables that hold rows, into the lake and into
    a MySQL follower (checked with ``CHECKSUM TABLE``) in the same run; ``delta_small_batch_vs_mysql``
    = their ratio (target <= 3).
+3. ``delta_ddl_between_s``: the small batch's shape again, with a DDL statement on another table
+   (a ``CREATE TABLE``) after its inserts and one after its updates: three row segments, each
+   touching every table, that the merge joins into one commit per table (``merge.joined``);
+   ``delta_ddl_between_vs_one_segment`` = its seconds / the small batch's (the same rows in one
+   segment, same run).
 
 Prints one JSON object as its last line. Servers started here are stopped on exit.
 """
@@ -68,12 +73,14 @@ class Bench:
         self.captures = 0
         self.first_versions: dict[str, list[int]] = {}  # database -> each table's version after its first merge
 
-    def workload(self, db: str, tables: int, rows: int, on_follower: bool = False) -> tuple[BinlogPosition, BinlogPosition]:
+    def workload(self, db: str, tables: int, rows: int, on_follower: bool = False,
+                 between_phases: tuple[str, ...] = ()) -> tuple[BinlogPosition, BinlogPosition]:
         """``tables`` new tables of database ``db`` and ``rows`` change rows over them, on the leader
-        (and the tables on the MySQL follower too); returns the range that holds the changes."""
+        (and the tables on the MySQL follower too); returns the range that holds the changes
+        (``between_phases``: ``bench_tables.write_changes``'s)."""
         create_tables([self.leader, self.follower] if on_follower else [self.leader], db, tables, self.key)
         start = position(self.settings)
-        write_changes(self.leader, db, tables, rows, self.key)
+        write_changes(self.leader, db, tables, rows, self.key, between_phases)
         return start, position(self.settings)
 
     def capture(self, pipeline: str, db: str, start: BinlogPosition, end: BinlogPosition) -> str:
@@ -213,6 +220,23 @@ def small_batch(bench: Bench, tables: int, rows_per_table: int, repeat: int) -> 
     return result
 
 
+def ddl_between(bench: Bench, tables: int, rows_per_table: int, repeat: int, one_segment_seconds: float) -> dict:
+    """The small batch's shape split into three row segments by DDL on other tables, into the lake
+    (into tables holding rows), against the same rows in one segment (``one_segment_seconds``)."""
+    db = f"ddl_between_{tables}"
+    log(f"{tables} tables x {rows_per_table} change rows in 3 row segments split by DDL on other tables ...")
+    start, end = bench.workload(db, tables, tables * rows_per_table, between_phases=(
+        "CREATE TABLE side_a (id INT PRIMARY KEY)", "CREATE TABLE side_b (id INT PRIMARY KEY)"))
+    bench.delta_merge(db, tables, start, end)
+    merges = [bench.delta_merge(db, tables, start, end) for _ in range(repeat)]
+    result = {"delta_ddl_between_s": median_seconds(merges),
+              "delta_ddl_between_s_all_runs": [m["seconds"] for m in merges]}
+    result["delta_ddl_between_vs_one_segment"] = round(result["delta_ddl_between_s"] / one_segment_seconds, 2)
+    print(f"delta_ddl_between_s {result['delta_ddl_between_s']} s: {result['delta_ddl_between_vs_one_segment']}x "
+          "the same rows in one segment")
+    return result
+
+
 def lake_storage(where: str, batches: StorageSpec, base: Path) -> StorageSpec:
     """The lake: a bucket of its own beside the batches' (moto's server lists a bucket's keys one by
     one for every listing, so the batches' objects would slow every table's log read), or a local
@@ -248,6 +272,8 @@ def main() -> int:
             bench = Bench(servers, storage, lake_storage(args.lake, storage, servers.base), work,
                           KEYS["none" if args.keyless else "bigint"])
             results = small_batch(bench, args.small_tables, args.small_rows, args.repeat)
+            results.update(ddl_between(bench, args.small_tables, args.small_rows, args.repeat,
+                                       results["delta_small_batch_s"]))
             results.update(growth(bench, counts, args.rows, args.repeat))
     results["delta_tables_bench_seconds"] = round(time.monotonic() - started, 1)
     suffix = ("_keyless" if args.keyless else "") + ("" if args.lake == "s3" else "_file_lake")

@@ -45,7 +45,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench")]
@@ -127,10 +127,12 @@ def create_tables(servers: list[MariaDBServer], db: str, tables: int, key: KeyKi
 
 
 def write_changes(leader: MariaDBServer, db: str, tables: int, rows: int,
-                  key: KeyKind) -> dict[str, int]:
+                  key: KeyKind, between_phases: Sequence[str] = ()) -> dict[str, int]:
     """``rows`` change rows over ``tables`` tables: per table 80 % inserts, then 10 % updates and
     10 % deletes of its inserted rows; each transaction writes up to ``TABLES_PER_TRANSACTION``
-    tables, so transactions cross tables the way an application's do."""
+    tables, so transactions cross tables the way an application's do. ``between_phases``: a
+    statement run after the inserts and one after the updates (DDL between them splits the range
+    into row segments)."""
     per_table = rows // tables
     inserts, updates = per_table * 8 // 10, per_table // 10
     deletes = per_table - inserts - updates
@@ -138,7 +140,9 @@ def write_changes(leader: MariaDBServer, db: str, tables: int, rows: int,
     try:
         with conn.cursor() as cur:
             cur.execute(f"USE `{db}`")  # the sequence engine's seq_X_to_Y tables live in the current schema
-            for phase in ("insert", "update", "delete"):
+            for k, phase in enumerate(("insert", "update", "delete")):
+                if k and between_phases:
+                    cur.execute(between_phases[k - 1])
                 for first in range(0, tables, TABLES_PER_TRANSACTION):
                     cur.execute("BEGIN")
                     for i in range(first, min(first + TABLES_PER_TRANSACTION, tables)):

@@ -85,6 +85,8 @@ ROWS = [
      "delta_merge_1_tables_seconds", "the same rows in one table", "delta_tables_growth", "<= 3"),
     ("Delta follower on S3: 50 tables x 20 change rows (s)", "delta_small_batch_s", "mysql_small_batch_s",
      "the same batch into a MySQL follower", "delta_small_batch_vs_mysql", "<= 3"),
+    ("... the same rows in 3 row segments split by DDL on other tables (s)", "delta_ddl_between_s",
+     "delta_small_batch_s", "the same rows in one segment", "delta_ddl_between_vs_one_segment", ""),
     ("... the same two, the lake on the local file system (s)", "delta_merge_1000_tables_seconds_file_lake",
      "delta_merge_1_tables_seconds_file_lake", "the same rows in one table", "delta_tables_growth_file_lake", ""),
     ("", "delta_small_batch_s_file_lake", "mysql_small_batch_s_file_lake", "the same batch into a MySQL follower",

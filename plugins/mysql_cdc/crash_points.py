@@ -5,7 +5,8 @@ a copy that resumes.
 
 Merge points: ``after_staging`` (staging tables and load files prepared, follower transaction not
 begun), ``before_commit`` (follower transaction done but not committed), ``after_ddl`` (a DDL ran,
-the checkpoint still carries its pending marker), ``before_swap`` (a snapshot's shadow table
+the checkpoint still carries its pending marker; or a DDL replayed ahead of rows, the checkpoint
+not moved: ``merge.joined``), ``before_swap`` (a snapshot's shadow table
 loaded, the table's position marked swapping), ``after_swap`` (the shadow renamed into the
 table's place, the table's position not yet done), ``between_batches`` (a run's copy applied,
 its catch-up not begun), ``in_executor`` (an executor's Python worker reading the batch's

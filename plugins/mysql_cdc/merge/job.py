@@ -11,6 +11,8 @@ manifest's segment kind, so a new kind of segment is a new function, not a branc
   job reads and nets it; their stages cost more than such a table's rows. Such tables go to the
   writer in groups (``driver_groups``): what a sink does per column, it then does once per group.
 - ``ddl``: replayed by the sink, exactly once.
+- row segments with only DDL on other tables between them: one commit (``merge.joined``), for a
+  sink that can replay such DDL ahead of the rows before it.
 - ``snapshot``: one table's copy, its chunks caught up to one position (``transforms``), put in
   the table's place by the sink, which records the table's position.
 
@@ -31,6 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import netting
+from .joined import JoinedRows, join_segments
 from .reader import PackedBytes, change_schema, fetch_packed
 from .report import MergeSummary, TableReport, segment_lines
 from ..contracts import (
@@ -284,11 +287,26 @@ def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: 
     return done or checkpoint
 
 
-# segment kind (the manifest's "kind") -> how it is applied; every kind the contract knows is here
-SEGMENT_APPLIERS: dict[str, Callable[[_Context, Segment, Checkpoint], Checkpoint]] = {
+def apply_joined_rows(ctx: _Context, joined: JoinedRows, checkpoint: Checkpoint) -> Checkpoint:
+    """Row segments in one commit (``merge.joined``): the DDL between them, on other tables, replayed
+    first, leaving the checkpoint where it is; then their rows, whose commit moves it past all."""
+    for segment in joined.ddl_ahead:
+        log.info("replaying DDL at %s ahead of the rows before it (on other tables): %s", segment.start,
+                 segment.statement[:200])
+        ctx.sink.replay_ddl_ahead(ctx.batch, segment, checkpoint)
+        crash_point("after_ddl")
+    log.info("segments %d-%d (%s) in one commit", joined.rows.index, joined.rows.index + joined.parts - 1,
+             plural(len(joined.ddl_ahead), "DDL statement"))
+    return apply_row_segment(ctx, joined.rows, checkpoint)
+
+
+# segment kind (the manifest's "kind", or ``JoinedRows``) -> how it is applied; every kind the
+# contract knows is here
+SEGMENT_APPLIERS: dict[str, Callable[[_Context, Segment | JoinedRows, Checkpoint], Checkpoint]] = {
     "ddl": apply_ddl_segment,
     "rows": apply_row_segment,
     "snapshot": apply_snapshot_segment,
+    "joined_rows": apply_joined_rows,
 }
 
 
@@ -332,9 +350,9 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: MergeInputs,
             return summary
         ctx = _Context(BatchJob(get_spark, secrets.storage, store, batch), sink, summary, positions, driver_rows)
         sink.begin(ctx.job)  # leftovers of a crashed attempt
-        for segment in plan.segments:
+        for segment in join_segments(plan.segments, sink.replays_ahead):
             checkpoint = SEGMENT_APPLIERS[segment.kind](ctx, segment, checkpoint)
-            summary.segments_applied += 1
+            summary.segments_applied += segment.parts if isinstance(segment, JoinedRows) else 1
         if plan.end is not None and checkpoint.position < plan.end.position:
             # the batch ends with transactions that touched no captured table
             sink.advance(checkpoint, plan.end)

@@ -196,6 +196,21 @@ class Sink(ABC, Generic[Target]):
     def replay_ddl(self, batch: ChangeBatch, segment: DdlSegment, checkpoint: Checkpoint) -> Checkpoint:
         """Apply one DDL statement exactly once; returns the checkpoint after it."""
 
+    def replays_ahead(self, segment: DdlSegment) -> bool:
+        """Whether this sink may replay the statement ahead of row changes before it in the binlog
+        (on other tables: ``merge.joined``), leaving the checkpoint where it is for the commit of
+        the rows after it to move (``replay_ddl_ahead``). Only a sink whose replay of the statement
+        is harmless when done again, after later rows of its tables were committed, can: a crash
+        before that commit makes the retry replay it again from the old checkpoint. No by default:
+        the sink then gets every segment in the batch's order."""
+        return False
+
+    def replay_ddl_ahead(self, batch: ChangeBatch, segment: DdlSegment, expected: Checkpoint) -> None:
+        """Replay the statement now, without moving the checkpoint from ``expected``: the next row
+        segment's commit (``SegmentWriter.commit``) records it with its own rows. Only called for a
+        statement the sink ``replays_ahead``."""
+        raise NotImplementedError(f"{type(self).__name__} replays no DDL ahead of rows")
+
     @abstractmethod
     def replace_table(self, job: BatchJob, copy: TableCopy, checkpoint: Checkpoint, done: Checkpoint | None,
                       report: "TableReport") -> None:

@@ -200,3 +200,36 @@ def test_a_copy_into_a_partitioned_lake_and_its_resnapshot_keep_the_partitioning
     leader = _leader_values(pipeline, "orders", "region")
     assert _partition_values(pipeline, "orders", "region") == leader == {"apac", "us", None}
     assert _partitioning(pipeline, "orders") == ["region"]
+
+
+def test_an_empty_string_in_a_partition_column_is_refused_by_name_and_nothing_is_lost(lake_pipeline, spark):
+    """Delta writes an empty partition value as NULL: the row would not be the leader's."""
+    pipeline = lake_pipeline(partition_by=(("*.tags", ("tag",)),))
+    db = pipeline.database
+    first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}", "CREATE TABLE tags (id INT PRIMARY KEY, tag VARCHAR(8))",
+                              "INSERT INTO tags VALUES (1, 'a')"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    second = pipeline.capture([f"USE {db}", "INSERT INTO tags VALUES (2, '')", "UPDATE tags SET tag = 'b' WHERE id = 1"])
+    with pytest.raises(FollowerSchemaError) as refused:
+        run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+    assert f"{db}.tags: a row has '' in tag, which the follower's partition_by partitions the table by" in str(refused.value)
+    assert pipeline.checkpoint().position == first.end
+    assert _partition_values(pipeline, "tags", "tag") == {"a"}
+    # the fix the error names: another partition column, then the same batch again
+    fixed = type(pipeline).of(pipeline, pipeline.lake, partition_by=(("*.tags", ("id",)),))
+    run_merge(spark, fixed.manifest_uri(second), fixed.secrets)
+    assert_lake_equals_leader(fixed)
+    assert _partitioning(fixed, "tags") == ["id"]
+
+
+@pytest.mark.parametrize(("column", "lake_type"), [("VARBINARY(4)", "BINARY"), ("DECIMAL(8,2)", "DECIMAL")])
+def test_a_partition_column_whose_values_would_not_read_back_is_refused_before_anything_is_written(
+        lake_pipeline, spark, column, lake_type):
+    """BINARY values come back escaped from delta-rs; delta-rs writes -3.50 as '-3.-50' and fails."""
+    pipeline = lake_pipeline(partition_by=(("*.odd", ("v",)),))
+    db = pipeline.database
+    batch = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}", f"CREATE TABLE odd (id INT PRIMARY KEY, v {column})",
+                              "INSERT INTO odd VALUES (1, NULL)"])
+    with pytest.raises(FollowerSchemaError, match=rf"{db}\.odd: partition_by names v, a {lake_type} column in the lake"):
+        run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert not DeltaTable.is_deltatable(LakeLocation(pipeline.lake).table_uri(db, "odd"))

@@ -8,14 +8,11 @@ feature fails this test until the docs say so."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import math
 import os
 import subprocess
 import sys
 from collections import Counter
-from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -136,9 +133,26 @@ def reader_rows(rows: list[dict], columns: list[tuple[str, str]]) -> Counter:
     return Counter(row_tuple(r) for r in rows)
 
 
-@pytest.mark.parametrize("features", ["standard", "portable"])
-def test_each_reader_opens_what_its_mode_promises_with_the_leaders_rows(lake_pipeline, spark, tmp_path, features):
-    pipeline = lake_pipeline(features=features)
+# tables partitioned as a pipelines file may say (``follower.partition_by``): each reader reads the
+# partition values from the paths and the log, not from the data files
+PARTITIONED = (("*.pet", ("species",)), ("*.owner", ("since",)))
+
+
+def without_values(rows: Counter, columns: list[tuple[str, str]], names: list[str]) -> Counter:
+    """The rows with NULL in the columns ``names``."""
+    blank = {i for i, (c, _) in enumerate(columns) if c.lower() in {n.lower() for n in names}}
+    blanked: Counter = Counter()
+    for row, n in rows.items():
+        blanked[tuple(None if i in blank else v for i, v in enumerate(row))] += n
+    return blanked
+
+
+@pytest.mark.parametrize(("features", "partition_by"), [
+    ("standard", ()), ("portable", ()), ("portable", PARTITIONED), ("standard", PARTITIONED)],
+    ids=["standard", "portable", "portable-partitioned", "standard-partitioned"])
+def test_each_reader_opens_what_its_mode_promises_with_the_leaders_rows(lake_pipeline, spark, tmp_path, features,
+                                                                        partition_by):
+    pipeline = lake_pipeline(features=features, partition_by=partition_by)
     db = pipeline.database
     for statements in (first_statements(db), later_statements(db)):
         batch = pipeline.capture(statements)
@@ -149,10 +163,16 @@ def test_each_reader_opens_what_its_mode_promises_with_the_leaders_rows(lake_pip
         uri = location.table_uri(db, table)
         reader_features = set(DeltaTable(uri).protocol().reader_features or ())
         assert bool(reader_features & NOT_PORTABLE) == (features == "standard"), reader_features
+        assert DeltaTable(uri).metadata().partition_columns == [
+            columns[0] for glob, columns in partition_by if glob == f"*.{table}"]
         expected = leader_rows(pipeline.leader, db, table)
         columns = leader_columns(pipeline.leader, db, table)
+        partitioned = DeltaTable(uri).metadata().partition_columns
         for name, read in READERS.items():
-            if name in OPENS[features]:
+            if name == "DuckDB delta_scan" and features == "standard" and partitioned:
+                # (docs/lakehouse.md: the extension does not map a column-mapped table's partition values)
+                assert reader_rows(read(uri, tmp_path), columns) == without_values(expected, columns, partitioned)
+            elif name in OPENS[features]:
                 assert reader_rows(read(uri, tmp_path), columns) == expected, f"{name} read {db}.{table}"
             else:
                 with pytest.raises(Exception) as refused:

@@ -49,10 +49,10 @@ from ..state import same_place
 from ..state.location import LakeLocation, lake_retry, position_version
 from ..state.tables import StateRow, StateTables
 from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
-from . import changelog, ddl, merges
+from . import changelog, ddl, merges, partition_values
 from .tables import (
     NOT_PORTABLE, DeltaTableRef, create_table, follow_schema, lake_columns, overwrite, same_columns, schema_changes,
-    schema_ddl, table_exists, to_delta,
+    quote, schema_ddl, table_exists, to_delta,
 )
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -118,6 +118,9 @@ class DeltaSink(Sink[DeltaTableRef]):
         self._session: Callable[[], SparkSession] | None = None
         self._txn: tuple[str, int] | None = None  # (app id, version) inside idempotent()
         self._opened: dict[str, Any] = {}  # qualified table name -> delta-rs's table (None: missing), this segment
+        # the cut's versions as DDL replayed ahead of rows left them, for the rows' commit to record
+        # (``replay_ddl_ahead``); None: no DDL waits for its commit
+        self._versions_ahead: dict[str, int] | None = None
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "DeltaSink":
@@ -218,6 +221,7 @@ class DeltaSink(Sink[DeltaTableRef]):
 
     def check_table(self, changes: TableChanges) -> DeltaTableRef:
         self._opened.pop(changes.qualified_name, None)  # read afresh: a DDL or a copy may have changed it
+        self._check_partition_types(changes)
         self._check_features(changes)
         if self._needs_schema_change(changes):
             self._follow_schema(changes)
@@ -231,6 +235,7 @@ class DeltaSink(Sink[DeltaTableRef]):
         with ThreadPoolExecutor(_OPENING_THREADS, thread_name_prefix="mysql-cdc delta open") as pool:
             list(pool.map(self._open, tables))
         for t in tables:
+            self._check_partition_types(t)
             self._check_features(t)
         changing = [t for t in tables if self._needs_schema_change(t)]
         if changing:
@@ -248,10 +253,13 @@ class DeltaSink(Sink[DeltaTableRef]):
         opened = self._open(changes)
         if opened is None:
             return True
-        if not same_columns(opened.metadata().partition_columns,
-                            self.options.partition_columns(changes.database, changes.table)):
+        if not same_columns(opened.metadata().partition_columns, self.ref(changes.database, changes.table).partition_by):
             return True
         return bool(schema_changes(lake_columns(opened), changes.columns, changes.qualified_name))
+
+    def _check_partition_types(self, changes: TableChanges) -> None:
+        ref = self.ref(changes.database, changes.table)
+        partition_values.check_types(ref, partition_values.column_types(ref, changes.columns))
 
     def _check_features(self, changes: TableChanges) -> None:
         """A ``portable`` pipeline's table must be one its readers open: a table created before the
@@ -343,6 +351,25 @@ class DeltaSink(Sink[DeltaTableRef]):
         self.state.write_state(replace(row, checkpoint=done, versions=versions))
         return done
 
+    def replays_ahead(self, segment: DdlSegment) -> bool:
+        # Every replay in ``ddl.ACTIONS`` is harmless done again after later rows of its tables
+        # were committed: what it creates, renames, drops or adds is found done, and what it
+        # writes (an emptied table, an added column's values, a renamed table's rows) is a DML
+        # commit under the statement's transaction id, which Delta skips in a table holding the
+        # later rows' greater one.
+        return segment.action in ddl.ACTIONS
+
+    def replay_ddl_ahead(self, batch: ChangeBatch, segment: DdlSegment, expected: Checkpoint) -> None:
+        if self._versions_ahead is None:
+            self._versions_ahead = dict(self._expect(expected).versions)
+        with self.idempotent(self.app_id(batch), position_version(segment.end)):
+            ddl.replay(self, segment, self._versions_ahead)
+
+    def versions_at(self, row: StateRow) -> dict[str, int]:
+        """The cut's table versions a commit starts from: the state row's, as the DDL replayed
+        ahead of the commit's rows left them (``replay_ddl_ahead``)."""
+        return dict(row.versions if self._versions_ahead is None else self._versions_ahead)
+
     # -- copies -----------------------------------------------------------------------------------
 
     def replace_table(self, job: BatchJob, copy: TableCopy, checkpoint: Checkpoint, done: Checkpoint | None,
@@ -353,6 +380,8 @@ class DeltaSink(Sink[DeltaTableRef]):
         spark = self.spark()
         target = self.ref(segment.database, segment.table)
         rows, (report.inserted, report.updated, report.deleted) = copy.rows()
+        if rows is not None:
+            _refuse_empty_partition_strings(target, segment.columns, rows)
         if not table_exists(spark, target):
             create_table(spark, target, segment.columns)
         report.stage_seconds = time.monotonic() - started
@@ -376,6 +405,17 @@ class DeltaSink(Sink[DeltaTableRef]):
         self.state.write_state(StateRow(done or row.checkpoint, TablePositions(positions), versions))
 
 
+def _refuse_empty_partition_strings(ref: DeltaTableRef, columns, rows: DataFrame) -> None:
+    """``partition_values.refuse_empty_strings`` of rows to write (net rows: not their deletes),
+    asked of Spark (a job, only for a table partitioned by a string column)."""
+    strings = partition_values.string_partitions(ref, columns)
+    if not strings:
+        return
+    written = F.col(cr.NET_OP) != cr.DELETE if cr.NET_OP in rows.columns else F.lit(True)
+    partition_values.refuse_empty_strings(
+        ref, strings, lambda column: bool(rows.where(written & (F.col(quote(column)) == "")).limit(1).count()))
+
+
 class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
     """One row segment into the lake: each table's net rows staged in the form its commit takes
     (``StagedRows``), then each table committed under the segment's transaction id, and the state
@@ -395,6 +435,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
                 self._staged[t.index] = staged
 
     def _stage_frames(self, t: NetRows[DeltaTableRef]) -> StagedRows:
+        _refuse_empty_partition_strings(t.target, t.table.columns, t.in_spark(self.sink.spark()).net)
         rows = to_delta(t.in_spark(self.sink.spark()).net, t.table.columns, (cr.NET_OP, cr.NET_COUNT)).cache()
         counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
         return StagedRows(t.table, t.target, _report_counts(t.report, counts), rows=rows)
@@ -403,6 +444,10 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         """Rows netted on the driver: an empty table's appended and a small table's merged by
         delta-rs, with no Spark job; any other table's handed to Spark's MERGE."""
         net = t.on_driver().net
+        written = pc.not_equal(net.column(cr.NET_OP), cr.DELETE)
+        partition_values.refuse_empty_strings(
+            t.target, partition_values.string_partitions(t.target, t.table.columns),
+            lambda column: pc.any(pc.and_kleene(written, pc.equal(net.column(column), ""))).as_py() or False)
         summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
         counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
         staged = StagedRows(t.table, t.target, _report_counts(t.report, counts))
@@ -428,7 +473,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         sink = self.sink
         row = sink._expect(self.expected)
         txn = (sink.app_id(self.job.batch), position_version(done.position))
-        committed = _Committed(dict(row.versions))
+        committed = _Committed(sink.versions_at(row))
         # Each table's commit is its own, idempotent under the segment's transaction id, and the
         # state row moves only after all of them: in what order, or how many at once, they commit
         # changes nothing a retry finds. delta-rs's commits run concurrently (on object storage a
@@ -479,6 +524,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
 
     def discard(self) -> None:
         self.sink._opened.clear()
+        self.sink._versions_ahead = None  # in the state row now, or replayed again by the retry
         with self._lock:
             staged, self._staged = list(self._staged.values()), {}
         for s in staged:

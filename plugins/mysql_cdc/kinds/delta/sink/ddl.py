@@ -288,6 +288,16 @@ def created_columns(statement: str) -> list[tuple[str, str]] | None:
     return columns or None
 
 
+def _empty_with(table, columns: list[tuple[str, str]]) -> bool:
+    """Whether a table delta-rs opened holds no rows and exactly these (name, Delta type) columns."""
+    from .tables import lake_columns, same_type
+
+    have = lake_columns(table)
+    return not table.file_uris() and len(have) == len(columns) and all(
+        name.lower() in have and have[name.lower()][0] == name and same_type(have[name.lower()][1], delta_type)
+        for name, delta_type in columns)
+
+
 def _create_table(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, int]) -> None:
     """The table, empty, in the cut from its CREATE on (a table the leader creates and leaves
     empty is in the lake too). A table of that name the lake still holds (dropped earlier: emptied,
@@ -303,8 +313,10 @@ def _create_table(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, in
     if not table_exists(spark, ref):
         create_table(spark, ref, definition)
     elif ref.name not in versions or replacing:
-        # (a retry finds the commit made: Delta skips it under the session's transaction ids)
-        overwrite(spark, ref, spark.createDataFrame([], definition))
+        # (a retry finds the commit made: Delta skips it under the session's transaction ids; or,
+        # after a crash that followed the CREATE, finds the table as the statement makes it)
+        if not _empty_with(sink.delta_rs(target.database, target.table), columns):
+            overwrite(spark, ref, spark.createDataFrame([], definition))
     else:
         return  # CREATE TABLE IF NOT EXISTS of a table in the cut
     versions[ref.name] = sink.version(target.database, target.table)

@@ -141,9 +141,12 @@ def schema_ddl(columns: Sequence[ColumnSpec], where: str) -> str:
 def create_table(spark: SparkSession, table: DeltaTableRef, columns: Sequence[ColumnSpec] | str) -> None:
     """The table with ``columns`` (batch columns, or a Spark SQL column list), partitioned as the
     pipelines file says, with the properties every table of the lake has, unless it exists."""
+    from .partition_values import check_types
+
     definition = columns if isinstance(columns, str) else schema_ddl(columns, table.name)
-    names = spark.createDataFrame([], definition).columns if isinstance(columns, str) else [c.name for c in columns]
-    partitioning = partitioned_by(table, names)
+    types = {f.name: f.dataType.simpleString() for f in spark.createDataFrame([], definition).schema.fields}
+    partitioning = partitioned_by(table, list(types))
+    check_types(table, types)
     partitioned = f" PARTITIONED BY ({', '.join(quote(c) for c in partitioning)})" if partitioning else ""
     properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_FEATURES[table.features].items())
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table.sql} ({definition}) USING delta{partitioned} "
@@ -176,6 +179,11 @@ def same_columns(a: Sequence[str], b: Sequence[str]) -> bool:
 def _normal(spark_type: str) -> str:
     return {"BYTE": "TINYINT", "SHORT": "SMALLINT", "INTEGER": "INT",
             "LONG": "BIGINT"}.get(spark_type, spark_type).replace(" ", "")
+
+
+def same_type(a: str, b: str) -> bool:
+    """Whether two Spark SQL type names (Spark's or delta-rs's spelling) are one type."""
+    return _normal(a.upper()) == _normal(b.upper())
 
 
 def lake_columns(table) -> dict[str, tuple[str, str]]:
@@ -306,7 +314,7 @@ def _not_partitioned_by(table: DeltaTableRef, column: str, what: str, fix: str) 
         raise FollowerSchemaError(
             f"{what}, which the follower's partition_by in the pipelines file partitions it by "
             f"({', '.join(table.partition_by)}); {fix} in partition_by for {table.name!r}, then run the pipeline "
-            "again: the table is rewritten with the new partitioning in the same commit")
+            "again: the retry makes the DDL's change and the file's partitioning together")
 
 
 def _drop_columns(spark: SparkSession, table: DeltaTableRef, names: Sequence[str]) -> None:
