@@ -202,8 +202,11 @@ def test_a_copy_into_a_partitioned_lake_and_its_resnapshot_keep_the_partitioning
     assert _partitioning(pipeline, "orders") == ["region"]
 
 
-def test_an_empty_string_in_a_partition_column_is_refused_by_name_and_nothing_is_lost(lake_pipeline, spark):
+@pytest.mark.parametrize("driver_rows", [None, 0], ids=["netted-in-the-driver", "netted-by-spark"])
+def test_an_empty_string_in_a_partition_column_is_refused_by_name_and_nothing_is_lost(lake_pipeline, spark,
+                                                                                    driver_rows):
     """Delta writes an empty partition value as NULL: the row would not be the leader's."""
+    merge_args = {} if driver_rows is None else {"driver_rows": driver_rows}
     pipeline = lake_pipeline(partition_by=(("*.tags", ("tag",)),))
     db = pipeline.database
     first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}", "CREATE TABLE tags (id INT PRIMARY KEY, tag VARCHAR(8))",
@@ -211,7 +214,7 @@ def test_an_empty_string_in_a_partition_column_is_refused_by_name_and_nothing_is
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
     second = pipeline.capture([f"USE {db}", "INSERT INTO tags VALUES (2, '')", "UPDATE tags SET tag = 'b' WHERE id = 1"])
     with pytest.raises(FollowerSchemaError) as refused:
-        run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets)
+        run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets, **merge_args)
     assert f"{db}.tags: a row has '' in tag, which the follower's partition_by partitions the table by" in str(refused.value)
     assert pipeline.checkpoint().position == first.end
     assert _partition_values(pipeline, "tags", "tag") == {"a"}

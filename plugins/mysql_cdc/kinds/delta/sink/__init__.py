@@ -435,8 +435,8 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
                 self._staged[t.index] = staged
 
     def _stage_frames(self, t: NetRows[DeltaTableRef]) -> StagedRows:
-        _refuse_empty_partition_strings(t.target, t.table.columns, t.in_spark(self.sink.spark()).net)
         rows = to_delta(t.in_spark(self.sink.spark()).net, t.table.columns, (cr.NET_OP, cr.NET_COUNT)).cache()
+        _refuse_empty_partition_strings(t.target, t.table.columns, rows)  # (of the cached rows: no netting again)
         counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
         return StagedRows(t.table, t.target, _report_counts(t.report, counts), rows=rows)
 
