@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pyspark.sql import SparkSession
 
 from ..state.location import LakeLocation
-from ..state.tables import CHECKPOINT, FAILED_TRIES, HISTORY, VERIFICATION, StateTables
+from ..state.tables import CHECKPOINT, CHECKPOINT_INTERVAL, FAILED_TRIES, HISTORY, VERIFICATION, StateTables
 from .tables import DeltaTableRef
 
 log = logging.getLogger("mysql_cdc.maintenance")
@@ -80,6 +80,14 @@ def maintain_lake(spark: SparkSession, location: LakeLocation, pipeline: str, re
     return done
 
 
+def _checkpoint_often(spark: SparkSession, ref: DeltaTableRef) -> None:
+    """A table created before the lake's tables had ``tables.CHECKPOINT_INTERVAL`` gets it (one
+    metadata commit, once)."""
+    interval = spark.sql(f"SHOW TBLPROPERTIES {ref.sql} ('delta.checkpointInterval')").first()[1]
+    if interval != CHECKPOINT_INTERVAL:
+        spark.sql(f"ALTER TABLE {ref.sql} SET TBLPROPERTIES ('delta.checkpointInterval' = '{CHECKPOINT_INTERVAL}')")
+
+
 def _size_to_the_cores(spark: SparkSession) -> None:
     submitted = spark.sparkContext.getConf()
     tasks = str(2 * spark.sparkContext.defaultParallelism)
@@ -90,6 +98,7 @@ def _size_to_the_cores(spark: SparkSession) -> None:
 
 def _maintain(spark: SparkSession, ref: DeltaTableRef, retain_hours: float, keep_files: str) -> TableMaintenance:
     before = file_count(spark, ref)
+    _checkpoint_often(spark, ref)
     spark.sql(f"OPTIMIZE {ref.sql}")
     if not keep_files:
         spark.sql(f"VACUUM {ref.sql} RETAIN {retain_hours:g} HOURS")

@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from ....merge.errors import FollowerSchemaError
 from ....contracts import ColumnSpec
+from ..state.tables import CHECKPOINT_INTERVAL
 
 _EVERY_TABLE = {
     "delta.enableChangeDataFeed": "true",
@@ -39,6 +40,7 @@ _EVERY_TABLE = {
     # created with such a column: a table that gets one later (a column added, a copy with a new
     # shape) must have it already
     "delta.feature.timestampNtz": "supported",
+    "delta.checkpointInterval": CHECKPOINT_INTERVAL,
 }
 # the pipeline's ``features`` -> the properties its tables are created with
 TABLE_FEATURES = {
