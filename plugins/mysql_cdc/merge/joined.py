@@ -80,20 +80,23 @@ def join_rows(segments: Sequence[RowSegment]) -> RowSegment | None:
 
 
 class _Joining:
-    """The row segments being joined and the DDL between them; ``waiting``: DDL since the last
-    row segment, replayed ahead only if another row segment joins after it."""
+    """The row segments being joined (``joined``: their rows as one segment, kept as they come) and
+    the DDL between them; ``waiting``: DDL since the last row segment, replayed ahead only if
+    another row segment joins after it."""
 
     def __init__(self) -> None:
-        self.rows: list[RowSegment] = []
+        self.joined: RowSegment | None = None
+        self.parts = 0  # row segments in ``joined``
         self.ahead: list[DdlSegment] = []
         self.waiting: list[DdlSegment] = []
         self.tables: set[tuple[str, str]] = set()
 
     def add(self, segment: RowSegment) -> bool:
         """Join ``segment`` to the rows (False: its tables' changes cannot join theirs)."""
-        if self.rows and join_rows([*self.rows, segment]) is None:
+        joined = segment if self.joined is None else join_rows([self.joined, segment])
+        if joined is None:
             return False
-        self.rows.append(segment)
+        self.joined, self.parts = joined, self.parts + 1
         self.ahead += self.waiting
         self.waiting = []
         self.tables |= {_names(t) for t in segment.tables}
@@ -103,10 +106,10 @@ class _Joining:
         """What to apply for them: the rows (joined, after the DDL between them), then the DDL
         waiting after them, in binlog order."""
         out: list[Segment | JoinedRows] = []
-        if len(self.rows) == 1:
-            out.append(self.rows[0])
-        elif self.rows:
-            out.append(JoinedRows(tuple(self.ahead), join_rows(self.rows), len(self.rows) + len(self.ahead)))
+        if self.parts == 1:
+            out.append(self.joined)
+        elif self.parts:
+            out.append(JoinedRows(tuple(self.ahead), self.joined, self.parts + len(self.ahead)))
         return out + self.waiting
 
 
@@ -122,7 +125,7 @@ def join_segments(segments: Sequence[Segment],
                 out += joining.applied()
                 joining = _Joining()
                 joining.add(segment)
-        elif (isinstance(segment, DdlSegment) and joining.rows and not _touches(segment, joining.tables)
+        elif (isinstance(segment, DdlSegment) and joining.parts and not _touches(segment, joining.tables)
               and replays_ahead(segment)):
             joining.waiting.append(segment)
         else:
