@@ -34,10 +34,6 @@ class JoinedRows:
     parts: int  # the batch's segments this stands for (row and DDL)
     kind: str = "joined_rows"
 
-    @property
-    def end(self):
-        return self.rows.end
-
 
 def _names(table: TableChanges) -> tuple[str, str]:
     # (MySQL compares table names by case on most servers, not on all: joining less is safe)

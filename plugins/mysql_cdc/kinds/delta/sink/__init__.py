@@ -259,7 +259,7 @@ class DeltaSink(Sink[DeltaTableRef]):
 
     def _check_partition_types(self, changes: TableChanges) -> None:
         ref = self.ref(changes.database, changes.table)
-        partition_values.check_types(ref, partition_values.column_types(ref, changes.columns))
+        partition_values.check_types(ref, partition_values.partition_types(ref, changes.columns))
 
     def _check_features(self, changes: TableChanges) -> None:
         """A ``portable`` pipeline's table must be one its readers open: a table created before the

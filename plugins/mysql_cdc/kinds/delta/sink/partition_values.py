@@ -39,23 +39,25 @@ REFUSED_TYPES = {
 
 def check_types(ref: DeltaTableRef, types: Mapping[str, str]) -> None:
     """Refuse a partition column whose values would not read back as written (``REFUSED_TYPES``);
-    ``types``: the table's columns' Delta types by name."""
+    ``types``: Delta types by column name (the table's, or only its partition columns')."""
+    partitioned = {c.lower() for c in ref.partition_by}
     for name, sql_type in types.items():
         kind = sql_type.upper().split("(", 1)[0]
-        if name.lower() in {c.lower() for c in ref.partition_by} and kind in REFUSED_TYPES:
+        if name.lower() in partitioned and kind in REFUSED_TYPES:
             raise FollowerSchemaError(
                 f"{ref.name}: partition_by names {name}, a {kind} column in the lake; {REFUSED_TYPES[kind]}; "
                 f"partition {ref.name!r} by another column in the follower's partition_by in the pipelines file, "
                 "then run the pipeline again")
 
 
-def column_types(ref: DeltaTableRef, columns: Sequence[ColumnSpec]) -> dict[str, str]:
-    return {c.name: delta_type(c, ref.name) for c in columns}
+def partition_types(ref: DeltaTableRef, columns: Sequence[ColumnSpec]) -> dict[str, str]:
+    """The Delta types of the batch columns the table is partitioned by (none for most tables)."""
+    return {c.name: delta_type(c, ref.name) for c in partition_specs(ref, columns)}
 
 
 def string_partitions(ref: DeltaTableRef, columns: Sequence[ColumnSpec]) -> list[str]:
     """The table's partition columns that hold strings (where ``''`` may arrive)."""
-    return [c.name for c in partition_specs(ref, columns) if delta_type(c, ref.name) == "STRING"]
+    return [name for name, sql_type in partition_types(ref, columns).items() if sql_type == "STRING"]
 
 
 def refuse_empty_strings(ref: DeltaTableRef, columns: Sequence[str], has_empty: Callable[[str], bool]) -> None:

@@ -146,7 +146,9 @@ def create_table(spark: SparkSession, table: DeltaTableRef, columns: Sequence[Co
     from .partition_values import check_types
 
     definition = columns if isinstance(columns, str) else schema_ddl(columns, table.name)
-    types = {f.name: f.dataType.simpleString() for f in spark.createDataFrame([], definition).schema.fields}
+    # (a column list's names and types are Spark's to parse; batch columns say theirs)
+    types = ({f.name: f.dataType.simpleString() for f in spark.createDataFrame([], definition).schema.fields}
+             if isinstance(columns, str) else {c.name: delta_type(c, table.name) for c in columns})
     partitioning = partitioned_by(table, list(types))
     check_types(table, types)
     partitioned = f" PARTITIONED BY ({', '.join(quote(c) for c in partitioning)})" if partitioning else ""
