@@ -13,7 +13,8 @@ import pytest
 
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, ColumnSpec, DdlSegment, DdlTarget, RowSegment, TableChanges
 from mysql_cdc.contracts import change_row as cr
-from mysql_cdc.kinds.delta.sink.merges import append_arrow, arrow_inserts, keyless_rewrite, merge_arrow, merge_arrow_keyless
+from mysql_cdc.kinds.delta.sink.merges import append_arrow, arrow_inserts, merge_arrow, merge_arrow_keyless
+from mysql_cdc.merge.multiset import keyless_rewrite
 from mysql_cdc.kinds.delta.sink.ddl import added_columns, column_drops, column_renames, created_columns, ddl_delta_type
 from mysql_cdc.kinds.delta.sink.ddl import _existing_value as existing_value
 from mysql_cdc.kinds.delta.sink.recopy import spark_type, tables_to_copy

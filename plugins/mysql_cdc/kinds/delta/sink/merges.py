@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -21,10 +20,10 @@ from pyspark.sql import functions as F
 
 from ....contracts import TableChanges
 from ....contracts import change_row as cr
+from ....merge.multiset import COPIES as _COPIES, SIDE as _SIDE, keyless_rewrite
 from .tables import DeltaTableRef, quote
 
 _views = itertools.count()
-_SIDE = "__mcdc_side"  # a keyless source row: a group to remove ("del") or a copy to insert ("ins")
 
 
 def _view(df: DataFrame) -> str:
@@ -132,11 +131,6 @@ def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, in
      .execute())
 
 
-# the column of ``copies_held`` that counts a row's copies: a working name, which no leader column
-# has (``merge.netting``), so that a table with a column ``n`` is counted too
-_COPIES = "__mcdc_copies"
-
-
 def copies_held(table, names: list[str]) -> pa.Table:
     """Each distinct full row ``table`` (a delta-rs ``DeltaTable``) holds and its copies (column
     ``_COPIES``), counted by delta-rs's query engine (it reads deletion vectors and column mapping,
@@ -146,35 +140,6 @@ def copies_held(table, names: list[str]) -> pa.Table:
     columns = ", ".join(_sql_name(n) for n in names)
     return pa.table(QueryBuilder().register("t", table)
                     .execute(f"SELECT {columns}, COUNT(*) AS {_COPIES} FROM t GROUP BY {columns}").read_all())
-
-
-def keyless_rewrite(net: pa.Table, held: pa.Table, names: list[str]) -> pa.Table:
-    """The source rows of a keyless table's rewrite (``merge_keyless``'s, computed in Arrow): for
-    every row value the net rows touch, one ``del`` row when the table holds copies of it (all of
-    them go), and one ``ins`` row per copy it must hold after the batch (its held copies plus the
-    copies the batch inserted, minus those it deleted). ``net``: the net rows (columns ``names``,
-    the net op and copies); ``held``: ``copies_held``."""
-    zeros, ones = pa.array(np.zeros(net.num_rows, np.int64)), pa.array(np.ones(net.num_rows, np.int64))
-    change = pc.if_else(pc.equal(net.column(cr.NET_OP), cr.INSERT), net.column(cr.NET_COUNT),
-                        pc.negate(net.column(cr.NET_COUNT))).cast(pa.int64())
-    touched = pa.table([*net.select(names).columns, change, zeros, ones],
-                       names=[*names, "change", "held", "touched"])
-    values = held.select(names).cast(touched.select(names).schema)  # delta-rs reads strings as views
-    held_zeros = pa.array(np.zeros(held.num_rows, np.int64))
-    existing = pa.table([*values.columns, held_zeros, held.column(_COPIES).cast(pa.int64()), held_zeros],
-                        names=touched.column_names)
-    # one group per row value, NULLs equal (a join would not match them); only the touched ones
-    totals = (pa.concat_tables([touched, existing]).group_by(names, use_threads=False)
-              .aggregate([("change", "sum"), ("held", "sum"), ("touched", "max")]))
-    totals = totals.filter(pc.greater(totals.column("touched_max"), 0))
-    held_now = totals.column("held_sum").to_numpy()
-    copies = np.maximum(held_now + totals.column("change_sum").to_numpy(), 0)
-    removed = totals.select(names).filter(pa.array(held_now > 0))
-    inserted = totals.select(names).take(pa.array(np.repeat(np.arange(totals.num_rows), copies)))
-    return pa.concat_tables([
-        removed.append_column(_SIDE, pa.array(["del"] * removed.num_rows, pa.string())),
-        inserted.append_column(_SIDE, pa.array(["ins"] * inserted.num_rows, pa.string())),
-    ])
 
 
 def merge_arrow_keyless(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, int]) -> None:

@@ -1,0 +1,211 @@
+"""One Iceberg table's commit of a row segment's net rows (``TableCommit``).
+
+The commit API, as Iceberg's own (``Transaction``, a snapshot producer): the table is read at its
+current snapshot, what changes is staged (data files to remove, rows to add), and the commit is one
+``overwrite`` snapshot that the catalog accepts only while that snapshot is still the table's
+current one (pyiceberg asserts the branch's snapshot id): a reader sees the table before the
+segment or after it, never half of it.
+
+Exactly once: the snapshot summary carries the pipeline's app id (pipeline and leader) and the
+binlog position the commit brings the table to (``CommitId``), as Flink's Iceberg committer carries
+its checkpoint id. A retry after a crash finds the app's last position in the table's history
+(``committed_position``) and skips a table that already holds the segment.
+
+Rows are rewritten, not marked deleted (copy-on-write): a file holding a changed row is read and
+written again without it, so every Iceberg reader (pyiceberg, DuckDB, Spark, Trino) reads the
+table without applying delete files.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...contracts import BinlogPosition
+from ...contracts import change_row as cr
+from ...merge.multiset import COPIES, SIDE, keyless_rewrite
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+
+SUMMARY_APP = "mysql-cdc.app"
+SUMMARY_POSITION = "mysql-cdc.position"
+
+
+@dataclass(frozen=True)
+class CommitId:
+    """What a table's commit carries in its snapshot summary: the app (``mysql-cdc/<pipeline>/<leader>``:
+    positions of two leaders do not compare) and the binlog position the commit brings the table to."""
+
+    app: str
+    position: BinlogPosition
+
+    def summary(self) -> dict[str, str]:
+        return {SUMMARY_APP: self.app, SUMMARY_POSITION: str(self.position)}
+
+
+def committed_position(table: "Table", app: str) -> BinlogPosition | None:
+    """The position of ``app``'s latest commit in the table's history: the current snapshot's
+    summary, else its ancestors' (a compaction or another writer may have committed since); None
+    when the app never committed to it."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
+        properties = snapshot.summary.additional_properties if snapshot.summary else {}
+        if properties.get(SUMMARY_APP) == app:
+            return BinlogPosition.parse(properties[SUMMARY_POSITION])
+    return None
+
+
+@dataclass
+class TableCommit:
+    """A commit of one table in the making: ``table`` as loaded (its current snapshot is the state
+    the commit expects), the ``commit_id`` it will carry. ``upsert`` and ``rewrite_multiset`` stage
+    net rows (already in Iceberg values, ``types.to_iceberg``, with the net op and copies);
+    ``commit`` makes them one snapshot."""
+
+    table: "Table"
+    commit_id: CommitId
+    _removed: list["DataFile"] = field(default_factory=list)
+    _rewritten: list[pa.Table] = field(default_factory=list)  # the removed files' rows that stay
+    _added: list[pa.Table] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        """Whether the table holds this commit already (a retry's)."""
+        last = committed_position(self.table, self.commit_id.app)
+        return last is not None and not last < self.commit_id.position
+
+    def _holding(self, row_filter) -> list:
+        """The scan tasks of the files that may hold rows matching ``row_filter`` (by their column
+        statistics), and the rows of all of them."""
+        from pyiceberg.io.pyarrow import ArrowScan
+        from pyiceberg.expressions import AlwaysTrue
+
+        if self.table.current_snapshot() is None:
+            return [], None
+        tasks = list(self.table.scan(row_filter=row_filter).plan_files())
+        if any(task.delete_files for task in tasks):
+            # another writer marked rows deleted (merge-on-read): the rewrite below would keep them
+            raise RuntimeError(f"{self.table.name()}: has delete files (merge-on-read writes by another engine); "
+                               "set its write.delete.mode, write.update.mode and write.merge.mode to copy-on-write "
+                               "and rewrite its data files (Spark: CALL system.rewrite_data_files)")
+        if not tasks:
+            return [], None
+        rows = ArrowScan(self.table.metadata, self.table.io, self.table.schema(), AlwaysTrue()).to_table(tasks)
+        return tasks, rows
+
+    def upsert(self, net: pa.Table, keys: Sequence[str]) -> None:
+        """Stage a keyed table's net rows: the rows of their keys leave the files holding them, and
+        every net row but a delete is added (an update is its key's row replaced; a key change is
+        a delete of the old key and an insert of the new)."""
+        from pyiceberg.expressions import In
+
+        if not net.num_rows:
+            return
+        # the files whose statistics may hold one of the keys, by the first key column (a superset
+        # for a composite key); the rows themselves are matched on every key column below
+        first = pc.unique(net.column(keys[0])).to_pylist()
+        tasks, held = self._holding(In(keys[0], first))
+        if held is not None:
+            key_rows = net.select(list(keys))
+            # rows of other keys stay; the rows of the net rows' keys are replaced by them
+            self._removed += [task.file for task in tasks]
+            self._rewritten.append(held.join(key_rows, keys=list(keys), join_type="left anti")
+                                   .select(held.column_names))
+        columns = [n for n in net.column_names if not n.startswith(cr.RESERVED_PREFIX)]
+        self._added.append(net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE)).select(columns))
+
+    def rewrite_multiset(self, net: pa.Table, names: Sequence[str]) -> None:
+        """Stage a keyless table's net rows: its rows as a multiset, each row value held as many
+        times as the leader holds it (``merge.multiset.keyless_rewrite``); the files holding a
+        touched row value are rewritten."""
+        from pyiceberg.expressions import AlwaysTrue
+
+        if not net.num_rows:
+            return
+        names = list(names)
+        # no column to prune files by: a keyless table (small by nature of the driver's path) is read whole
+        tasks, held = self._holding(AlwaysTrue())
+        if held is None:
+            held = pa.Table.from_pylist([], schema=net.select(names).schema)
+        grouped = held.select(names).group_by(names, use_threads=False).aggregate([([], "count_all")])
+        counts = pa.table([*grouped.select(names).columns, grouped.column("count_all")], names=[*names, COPIES])
+        plan = keyless_rewrite(net, counts, names)
+        if not plan.num_rows:
+            return  # the batch's inserts and deletes of each value cancel out
+        removed = plan.filter(pc.equal(plan.column(SIDE), "del")).select(names)
+        if tasks:
+            self._removed += [task.file for task in tasks]
+            # NULLs equal, as the leader's equal rows are equal: a join would not match them
+            self._rewritten.append(_without_values(held.select(names), removed))
+        self._added.append(plan.filter(pc.equal(plan.column(SIDE), "ins")).select(names))
+
+    def commit(self) -> int | None:
+        """Commit what was staged as one snapshot carrying the commit id; returns its id (None:
+        nothing staged). The catalog refuses it (pyiceberg's ``CommitFailedException``) when the
+        table's current snapshot is no longer the one it was loaded at."""
+        from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+        if not self._removed and not any(t.num_rows for t in self._added):
+            return None
+        tx = _without_retries(self.table).transaction()
+        write_uuid, counter = uuid.uuid4(), itertools.count(0)
+        rows = [t for t in (*self._rewritten, *self._added) if t.num_rows]
+        schema = _arrow_schema(self.table)
+        with tx.update_snapshot(snapshot_properties=self.commit_id.summary()).overwrite() as overwrite:
+            overwrite.commit_uuid = write_uuid
+            for data_file in self._removed:
+                overwrite.delete_data_file(data_file)
+            if rows:
+                combined = pa.concat_tables([t.cast(schema) for t in rows])
+                for data_file in _dataframe_to_data_files(tx.table_metadata, combined, self.table.io,
+                                                          write_uuid=write_uuid, counter=counter):
+                    overwrite.append_data_file(data_file)
+        self.table = tx.commit_transaction()
+        return self.table.current_snapshot().snapshot_id
+
+
+def _without_retries(table: "Table") -> "Table":
+    """``table`` as loaded, for a transaction that pyiceberg does not retry. pyiceberg retries a
+    refused commit on the table's new state (its ``commit.retry.num-retries``, 4 by default), but
+    what this commit removes and adds was planned from the state it was loaded at: a retry re-plans
+    from the segment's start instead (the merge job's). The property is changed on this copy only
+    (the catalog applies the commit's updates to its own metadata), not on the table, whose other
+    writers keep their retries."""
+    from pyiceberg.table import Table, TableProperties
+
+    metadata = table.metadata.model_copy(
+        update={"properties": {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}})
+    return Table(table._identifier, metadata, table.metadata_location, table.io, table.catalog)
+
+
+def _arrow_schema(table: "Table") -> pa.Schema:
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    return schema_to_pyarrow(table.schema(), include_field_ids=False)
+
+
+def _without_values(rows: pa.Table, values: pa.Table) -> pa.Table:
+    """``rows`` but those equal to one of ``values`` (same columns), NULL equal to NULL."""
+    if not values.num_rows or not rows.num_rows:
+        return rows
+    names = rows.column_names
+    marked = pa.table([*values.columns, pa.array([True] * values.num_rows)], names=[*names, SIDE])
+    # group both sides by value, NULLs in one group each, and keep the rows whose group is unmarked
+    index = pa.array(range(rows.num_rows), pa.int64())
+    tagged = pa.concat_tables([
+        pa.table([*rows.columns, index, pa.array([False] * rows.num_rows)], names=[*names, "__row", SIDE]),
+        pa.table([*marked.select(names).columns, pa.array([-1] * values.num_rows, pa.int64()),
+                  marked.column(SIDE)], names=[*names, "__row", SIDE]),
+    ])
+    groups = tagged.group_by(names, use_threads=False).aggregate([(SIDE, "max"), ("__row", "list")])
+    keep = groups.filter(pc.invert(groups.column(f"{SIDE}_max")))
+    kept = pc.list_flatten(keep.column("__row_list"))
+    return rows.take(kept)

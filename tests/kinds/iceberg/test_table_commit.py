@@ -1,0 +1,187 @@
+"""An Iceberg table's commit (``kinds.iceberg.commit``) against a real catalog: Iceberg's JDBC
+catalog in a database of the suite's MariaDB server, the warehouse in a bucket of the suite's S3
+endpoint (moto). The tables are read back with pyiceberg's own scan, not the product's code, and
+compared with the rows the leader would hold (written out here, not derived from the commit)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections import Counter
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from mysql_cdc.contracts import BinlogPosition, ColumnSpec
+from mysql_cdc.contracts import change_row as cr
+from mysql_cdc.kinds.iceberg.catalog import CatalogRef
+from mysql_cdc.kinds.iceberg.commit import SUMMARY_APP, SUMMARY_POSITION, CommitId, TableCommit, committed_position
+from mysql_cdc.kinds.iceberg.types import iceberg_schema, to_iceberg
+from mysql_cdc.mysql_server import MySQLSettings
+from mysql_cdc.storage import StorageSpec
+
+APP = "mysql-cdc/orders/leader-1"
+
+
+@pytest.fixture
+def catalog(follower, s3_bucket):
+    """A fresh JDBC catalog (its own database) with its warehouse in a fresh bucket."""
+    database = "iceberg_" + uuid.uuid4().hex[:8]
+    follower.run_sql([f"CREATE DATABASE {database}"])
+    options = {k: s3_bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key")}
+    ref = CatalogRef("lake", MySQLSettings(**follower.conn_params()), database,
+                     StorageSpec(f"s3://{s3_bucket['bucket']}/warehouse", options))
+    opened = ref.open()
+    opened.create_namespace("shop")
+    return opened
+
+
+def at(offset: int) -> BinlogPosition:
+    return BinlogPosition("binlog.000001", offset)
+
+
+KEYED = (ColumnSpec("id", "int", "int32", nullable=False), ColumnSpec("sku", "varchar", "string"),
+         ColumnSpec("qty", "smallint", "int16"))
+
+
+def net(columns, rows: list[tuple], ops: list[str], copies: list[int] | None = None) -> pa.Table:
+    """Net rows as the merge hands them over: the table's columns, the net op and copies."""
+    schema = pa.schema([pa.field(c.name, pa.type_for_alias(c.arrow_type)) for c in columns])
+    table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+    table = to_iceberg(table, columns, "test")
+    return (table.append_column(cr.NET_OP, pa.array(ops, pa.string()))
+            .append_column(cr.NET_COUNT, pa.array(copies or [1] * len(rows), pa.int64())))
+
+
+def rows_of(catalog, name: str) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in catalog.load_table(name).scan().to_arrow().to_pylist())
+
+
+def commit_keyed(catalog, name: str, rows, ops, offset: int) -> int | None:
+    change = TableCommit(catalog.load_table(name), CommitId(APP, at(offset)))
+    if change.done:
+        return None
+    change.upsert(net(KEYED, rows, ops), ["id"])
+    return change.commit()
+
+
+def test_keyed_rows_inserted_updated_deleted_and_moved_to_a_new_key(catalog):
+    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+    commit_keyed(catalog, "shop.orders", [(1, "a", 1), (2, "b", 2), (3, "c", 3)], ["I", "I", "I"], 100)
+    # 2 updated, 3 deleted, 1 moved to key 9 (a delete of 1 and an insert of 9), 4 new
+    commit_keyed(catalog, "shop.orders", [(2, "b2", 20), (3, "c", 3), (1, "a", 1), (9, "a", 1), (4, "d", 4)],
+                 ["U", "D", "D", "I", "I"], 200)
+    assert rows_of(catalog, "shop.orders") == [(2, "b2", 20), (4, "d", 4), (9, "a", 1)]
+    table = catalog.load_table("shop.orders")
+    summary = table.current_snapshot().summary.additional_properties
+    assert (summary[SUMMARY_APP], summary[SUMMARY_POSITION]) == (APP, "binlog.000001:200")
+    # one snapshot per commit (the first only adds files: Iceberg calls it an append)
+    assert [s.summary.operation.value for s in table.snapshots()] == ["append", "overwrite"]
+
+
+def test_a_retry_skips_a_table_holding_its_position_and_only_that(catalog):
+    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+    first = commit_keyed(catalog, "shop.orders", [(1, "a", 1)], ["I"], 100)
+    assert commit_keyed(catalog, "shop.orders", [(1, "a", 1)], ["I"], 100) is None  # the retry
+    assert commit_keyed(catalog, "shop.orders", [(1, "x", 1)], ["U"], 50) is None  # an older range
+    assert catalog.load_table("shop.orders").current_snapshot().snapshot_id == first
+    # another app's commits (another pipeline, or after a failover) do not count
+    other = TableCommit(catalog.load_table("shop.orders"), CommitId("mysql-cdc/orders/leader-2", at(100)))
+    assert not other.done
+    assert commit_keyed(catalog, "shop.orders", [(1, "b", 2)], ["U"], 300) is not None
+    assert rows_of(catalog, "shop.orders") == [(1, "b", 2)]
+
+
+def test_the_position_is_found_under_a_later_commit_of_another_writer(catalog):
+    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+    commit_keyed(catalog, "shop.orders", [(1, "a", 1)], ["I"], 100)
+    table = catalog.load_table("shop.orders")
+    table.append(to_iceberg(pa.table({"id": pa.array([7], pa.int32()), "sku": ["z"], "qty": pa.array([1], pa.int16())}),
+                            KEYED, "test"))  # e.g. a backfill by another engine
+    assert committed_position(catalog.load_table("shop.orders"), APP) == at(100)
+
+
+def test_a_commit_is_refused_when_the_table_moved_since_it_was_loaded(catalog):
+    from pyiceberg.exceptions import CommitFailedException
+
+    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+    commit_keyed(catalog, "shop.orders", [(1, "a", 1)], ["I"], 100)
+    stale = TableCommit(catalog.load_table("shop.orders"), CommitId(APP, at(300)))
+    commit_keyed(catalog, "shop.orders", [(1, "b", 2)], ["U"], 200)
+    stale.upsert(net(KEYED, [(1, "stale", 9)], ["U"]), ["id"])
+    with pytest.raises(CommitFailedException):
+        stale.commit()  # at once: not retried on the table's new state
+    assert rows_of(catalog, "shop.orders") == [(1, "b", 2)]
+    # the commits' own no-retry setting stayed theirs: the table's other writers keep their retries
+    assert "commit.retry.num-retries" not in catalog.load_table("shop.orders").properties
+
+
+KEYLESS = (ColumnSpec("a", "int", "int32"), ColumnSpec("b", "varchar", "string"))
+
+
+def test_a_keyless_table_is_a_multiset_nulls_included(catalog):
+    catalog.create_table("shop.events", schema=iceberg_schema(KEYLESS, "shop.events"))
+    leader: Counter = Counter()
+
+    def apply(rows, ops, copies, offset):
+        change = TableCommit(catalog.load_table("shop.events"), CommitId(APP, at(offset)))
+        change.rewrite_multiset(net(KEYLESS, rows, ops, copies), ["a", "b"])
+        change.commit()
+        for row, op, n in zip(rows, ops, copies):
+            leader[row] += n if op == "I" else -n
+
+    apply([(1, "x"), (None, "y"), (2, None)], ["I", "I", "I"], [3, 2, 1], 100)
+    apply([(1, "x"), (None, "y"), (2, None), (4, "w")], ["D", "D", "D", "I"], [1, 2, 1, 2], 200)
+    apply([(1, "x"), (4, "w")], ["D", "I"], [2, 1], 300)
+    expected = sorted((row for row, n in leader.items() for _ in range(n)), key=repr)
+    assert sorted(rows_of(catalog, "shop.events"), key=repr) == expected == [(4, "w")] * 3
+
+
+TYPED = (
+    ColumnSpec("id", "bigint", "int64", nullable=False), ColumnSpec("t8", "tinyint", "int8"),
+    ColumnSpec("u64", "bigint unsigned", "decimal128(20, 0)"), ColumnSpec("d", "decimal(38,10)", "decimal128(38, 10)"),
+    ColumnSpec("f", "float", "float"), ColumnSpec("g", "double", "double"), ColumnSpec("s", "varchar", "string"),
+    ColumnSpec("bin", "varbinary", "binary"), ColumnSpec("ok", "tinyint(1)", "bool"),
+    ColumnSpec("day", "date", "date32[day]"), ColumnSpec("wall", "datetime(6)", "timestamp[us]"),
+    ColumnSpec("at", "timestamp(6)", "timestamp[us, tz=UTC]"), ColumnSpec("span", "time(6)", "duration[us]"),
+)
+
+
+def test_every_batch_type_reads_back_exactly(catalog):
+    values = {
+        "id": [1, 2], "t8": [-128, 127], "u64": [Decimal(2**64 - 1), Decimal(0)],
+        "d": [Decimal("1234567890123456789012345678.0123456789"), Decimal("-0.0000000001")],
+        "f": [1.5, -0.25], "g": [1e308, -2.5e-308], "s": ["é€😀", ""], "bin": [b"\x00\xff", b""],
+        "ok": [True, False], "day": [dt.date(1000, 1, 1), dt.date(9999, 12, 31)],
+        "wall": [dt.datetime(1000, 1, 1, 0, 0, 0, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)],
+        "at": [dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc),
+               dt.datetime(2038, 1, 19, 3, 14, 7, 999999, tzinfo=dt.timezone.utc)],
+        "span": [dt.timedelta(hours=838, minutes=59, seconds=59), -dt.timedelta(hours=838, minutes=59, seconds=59)],
+    }
+    schema = pa.schema([pa.field(c.name, _arrow(c.arrow_type)) for c in TYPED])
+    batch = pa.Table.from_pydict(values, schema=schema)
+    catalog.create_table("shop.typed", schema=iceberg_schema(TYPED, "shop.typed"))
+    rows = to_iceberg(batch, TYPED, "test")
+    rows = rows.append_column(cr.NET_OP, pa.array(["I", "I"])).append_column(cr.NET_COUNT, pa.array([1, 1], pa.int64()))
+    change = TableCommit(catalog.load_table("shop.typed"), CommitId(APP, at(100)))
+    change.upsert(rows, ["id"])
+    change.commit()
+    read = catalog.load_table("shop.typed").scan().to_arrow().sort_by("id").to_pydict()
+    spans = values.pop("span")
+    assert read.pop("span") == [s // dt.timedelta(microseconds=1) for s in spans]  # a TIME's microseconds
+    assert read == values
+    types = {f.name: str(f.field_type) for f in catalog.load_table("shop.typed").schema().fields}
+    assert types == {"id": "long", "t8": "int", "u64": "decimal(20, 0)", "d": "decimal(38, 10)", "f": "float",
+                     "g": "double", "s": "string", "bin": "binary", "ok": "boolean", "day": "date",
+                     "wall": "timestamp", "at": "timestamptz", "span": "long"}
+
+
+def _arrow(alias: str) -> pa.DataType:
+    import re
+
+    match = re.match(r"decimal128\((\d+), (\d+)\)", alias)
+    if match:
+        return pa.decimal128(int(match[1]), int(match[2]))
+    return {"timestamp[us]": pa.timestamp("us"), "timestamp[us, tz=UTC]": pa.timestamp("us", tz="UTC"),
+            "duration[us]": pa.duration("us"), "date32[day]": pa.date32()}.get(alias) or pa.type_for_alias(alias)
