@@ -83,7 +83,7 @@ $(CDS_ARCHIVE): $(VENV)/.installed scripts/spark_cds.py scripts/spark_cds_warmup
 # directory of its own that the reader tests put on a separate Python process's path.
 READERS_DIR := .local/readers
 
-readers: $(READERS_DIR)/duckdb-delta/.installed
+readers: $(READERS_DIR)/duckdb-delta/.installed $(READERS_DIR)/duckdb-iceberg/.installed
 
 $(READERS_DIR)/%/.installed: mk/readers/%.txt $(VENV)/.installed
 	rm -rf $(@D)/site

@@ -6,11 +6,16 @@ compared with the rows the leader would hold (written out here, not derived from
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from mysql_cdc.contracts import BinlogPosition, ColumnSpec
@@ -22,19 +27,24 @@ from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import StorageSpec
 
 APP = "mysql-cdc/orders/leader-1"
+REPO = Path(__file__).resolve().parents[3]
+DUCKDB_SITE = REPO / ".local" / "readers" / "duckdb-iceberg" / "site"
+
+
+def open_catalog(server, warehouse: StorageSpec):
+    """A fresh JDBC catalog (a database of its own on ``server``) with its namespace ``shop``."""
+    database = "iceberg_" + uuid.uuid4().hex[:8]
+    server.run_sql([f"CREATE DATABASE {database}"])
+    opened = CatalogRef("lake", MySQLSettings(**server.conn_params()), database, warehouse).open()
+    opened.create_namespace("shop")
+    return opened
 
 
 @pytest.fixture
 def catalog(follower, s3_bucket):
-    """A fresh JDBC catalog (its own database) with its warehouse in a fresh bucket."""
-    database = "iceberg_" + uuid.uuid4().hex[:8]
-    follower.run_sql([f"CREATE DATABASE {database}"])
+    """A catalog whose warehouse is a fresh bucket of the suite's S3 endpoint."""
     options = {k: s3_bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key")}
-    ref = CatalogRef("lake", MySQLSettings(**follower.conn_params()), database,
-                     StorageSpec(f"s3://{s3_bucket['bucket']}/warehouse", options))
-    opened = ref.open()
-    opened.create_namespace("shop")
-    return opened
+    return open_catalog(follower, StorageSpec(f"s3://{s3_bucket['bucket']}/warehouse", options))
 
 
 def at(offset: int) -> BinlogPosition:
@@ -148,8 +158,8 @@ TYPED = (
 )
 
 
-def test_every_batch_type_reads_back_exactly(catalog):
-    values = {
+def typed_values() -> dict:
+    return {
         "id": [1, 2], "t8": [-128, 127], "u64": [Decimal(2**64 - 1), Decimal(0)],
         "d": [Decimal("1234567890123456789012345678.0123456789"), Decimal("-0.0000000001")],
         "f": [1.5, -0.25], "g": [1e308, -2.5e-308], "s": ["é€😀", ""], "bin": [b"\x00\xff", b""],
@@ -159,14 +169,23 @@ def test_every_batch_type_reads_back_exactly(catalog):
                dt.datetime(2038, 1, 19, 3, 14, 7, 999999, tzinfo=dt.timezone.utc)],
         "span": [dt.timedelta(hours=838, minutes=59, seconds=59), -dt.timedelta(hours=838, minutes=59, seconds=59)],
     }
+
+
+def commit_typed(catalog) -> None:
+    """``typed_values``'s two rows inserted into ``shop.typed``, one column of each batch type."""
     schema = pa.schema([pa.field(c.name, _arrow(c.arrow_type)) for c in TYPED])
-    batch = pa.Table.from_pydict(values, schema=schema)
+    batch = pa.Table.from_pydict(typed_values(), schema=schema)
     catalog.create_table("shop.typed", schema=iceberg_schema(TYPED, "shop.typed"))
     rows = to_iceberg(batch, TYPED, "test")
     rows = rows.append_column(cr.NET_OP, pa.array(["I", "I"])).append_column(cr.NET_COUNT, pa.array([1, 1], pa.int64()))
     change = TableCommit(catalog.load_table("shop.typed"), CommitId(APP, at(100)))
     change.upsert(rows, ["id"])
     change.commit()
+
+
+def test_every_batch_type_reads_back_exactly(catalog):
+    commit_typed(catalog)
+    values = typed_values()
     read = catalog.load_table("shop.typed").scan().to_arrow().sort_by("id").to_pydict()
     spans = values.pop("span")
     assert read.pop("span") == [s // dt.timedelta(microseconds=1) for s in spans]  # a TIME's microseconds
@@ -185,3 +204,46 @@ def _arrow(alias: str) -> pa.DataType:
         return pa.decimal128(int(match[1]), int(match[2]))
     return {"timestamp[us]": pa.timestamp("us"), "timestamp[us, tz=UTC]": pa.timestamp("us", tz="UTC"),
             "duration[us]": pa.duration("us"), "date32[day]": pa.date32()}.get(alias) or pa.type_for_alias(alias)
+
+
+DUCKDB_READ = """
+import sys
+import duckdb
+import duckdb_ext
+from pathlib import Path
+metadata, out = sys.argv[1], sys.argv[2]
+con = duckdb.connect()
+for name in ("avro", "iceberg"):
+    con.execute(f"LOAD '{next(Path(duckdb_ext.__path__[0]).glob(f'extensions/*/*/{name}.duckdb_extension'))}'")
+con.execute(f"COPY (SELECT * FROM iceberg_scan('{metadata}')) TO '{out}' (FORMAT parquet)")
+"""
+
+
+def duckdb_rows(table, work: Path) -> pa.Table:
+    """The table's rows as DuckDB's Iceberg extension reads them (in a process of its own: the
+    extension is built for DuckDB 1.4, the venv's DuckDB is 2.0)."""
+    if not (DUCKDB_SITE / "duckdb_ext").is_dir():
+        pytest.fail(f"DuckDB's Iceberg extension is not installed in {DUCKDB_SITE}: run `make readers`")
+    out = work / f"{table.name()[-1]}.parquet"
+    done = subprocess.run([sys.executable, "-c", DUCKDB_READ, table.metadata_location.removeprefix("file://"), str(out)],
+                          env={**os.environ, "PYTHONPATH": str(DUCKDB_SITE)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return pq.read_table(out)
+
+
+def test_duckdb_reads_the_committed_tables_exactly(follower, tmp_path):
+    """DuckDB, a reader users run, opens the tables by their metadata (a warehouse on the local file
+    system: DuckDB's S3 access is an extension PyPI does not carry)."""
+    catalog = open_catalog(follower, StorageSpec(f"file://{tmp_path}/warehouse"))
+    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+    commit_keyed(catalog, "shop.orders", [(1, "a", 1), (2, "b", 2), (3, "c", 3)], ["I", "I", "I"], 100)
+    commit_keyed(catalog, "shop.orders", [(2, "b2", 20), (3, "c", 3), (9, "z", 9)], ["U", "D", "I"], 200)
+    commit_typed(catalog)
+    orders = duckdb_rows(catalog.load_table("shop.orders"), tmp_path)
+    assert sorted(tuple(r.values()) for r in orders.to_pylist()) == [(1, "a", 1), (2, "b2", 20), (9, "z", 9)]
+    typed = duckdb_rows(catalog.load_table("shop.typed"), tmp_path).sort_by("id").to_pydict()
+    values = typed_values()
+    spans = values.pop("span")
+    assert typed.pop("span") == [s // dt.timedelta(microseconds=1) for s in spans]
+    assert typed == values
