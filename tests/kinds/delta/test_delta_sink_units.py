@@ -15,8 +15,8 @@ from mysql_cdc.contracts import BinlogPosition, ChangeBatch, ColumnSpec, DdlSegm
 from mysql_cdc.contracts import change_row as cr
 from mysql_cdc.kinds.delta.sink.merges import append_arrow, arrow_inserts, merge_arrow, merge_arrow_keyless
 from mysql_cdc.merge.multiset import keyless_rewrite
-from mysql_cdc.kinds.delta.sink.ddl import added_columns, column_drops, column_renames, created_columns, ddl_delta_type
-from mysql_cdc.kinds.delta.sink.ddl import _existing_value as existing_value
+from mysql_cdc.merge.ddl_statements import added_columns, column_drops, column_renames, created_columns, ddl_spark_type
+from mysql_cdc.merge.ddl_statements import existing_value
 from mysql_cdc.kinds.delta.sink.recopy import spark_type, tables_to_copy
 from mysql_cdc.kinds.delta.sink.tables import delta_type, schema_changes
 from mysql_cdc.merge.errors import FollowerSchemaError
@@ -33,7 +33,7 @@ def test_renames_drops_and_adds_of_one_statement():
     assert column_renames(statement) == [("note", "memo"), ("qty", "quantity")]
     assert column_drops(statement) == ["legacy"]
     added = added_columns(statement)
-    assert [(a.name, ddl_delta_type(a), existing_value(a, ddl_delta_type(a))) for a in added] == [
+    assert [(a.name, ddl_spark_type(a), existing_value(a, ddl_spark_type(a))) for a in added] == [
         ("flag", "TINYINT", "0"), ("price, net", "DECIMAL(10,2)", "'1.50'")]
 
 
@@ -51,13 +51,13 @@ def test_a_change_that_keeps_the_name_is_no_rename():
 ])
 def test_an_added_columns_delta_type_and_the_value_of_existing_rows(definition, expected):
     (column,) = added_columns(f"ALTER TABLE t ADD COLUMN {definition}")
-    assert (ddl_delta_type(column), existing_value(column, ddl_delta_type(column))) == expected
+    assert (ddl_spark_type(column), existing_value(column, ddl_spark_type(column))) == expected
 
 
 def test_values_existing_rows_get_that_no_literal_gives_are_refused():
     for definition in ("d DATE NOT NULL", "e ENUM('a','b') NOT NULL", "t DATETIME DEFAULT CURRENT_TIMESTAMP"):
         (column,) = added_columns(f"ALTER TABLE t ADD COLUMN {definition}")
-        assert existing_value(column, ddl_delta_type(column)) == "" or ddl_delta_type(column) is None, definition
+        assert existing_value(column, ddl_spark_type(column)) == "" or ddl_spark_type(column) is None, definition
 
 
 @pytest.mark.parametrize(("arrow", "delta"), [

@@ -20,7 +20,7 @@ import re
 from typing import Callable, Optional
 
 from ....contracts import ChangeBatch, DdlSegment, RowSegment
-from .ddl import added_columns, leader_computed
+from ....merge.ddl_statements import added_columns, leader_computed
 from .tables import delta_type, widens
 
 # a table's columns in the lake: lower-cased name -> Spark SQL type, None when there is no table
