@@ -1,10 +1,11 @@
 """The kinds' pipelines: ``make_pipeline`` (tests/conftest.py) for a MySQL follower, ``lake_pipeline`` for a
-Delta Lake (``lake_helpers``)."""
+Delta Lake (``lake_helpers``), ``iceberg_pipeline`` for an Iceberg catalog (``iceberg_helpers``)."""
 
 from __future__ import annotations
 
 import pytest
 
+from iceberg_helpers import IcebergPipeline
 from lake_helpers import LakePipeline
 from mysql_cdc.storage import StorageSpec
 
@@ -25,5 +26,24 @@ def lake_pipeline(make_pipeline, tmp_path, request):
         else:
             lake = StorageSpec(f"file://{tmp_path}/lake")
         return LakePipeline.of(base, lake, changelog, features, partition_by).start()
+
+    return make
+
+
+@pytest.fixture
+def iceberg_pipeline(make_pipeline, tmp_path, request):
+    """make(s3=False) -> a started IcebergPipeline: its catalog a fresh database on the session's MariaDB
+    follower, its warehouse on the local file system or in a fresh bucket of the session's moto."""
+
+    def make(s3: bool = False) -> IcebergPipeline:
+        base = make_pipeline(start=False)
+        if s3:
+            bucket = request.getfixturevalue("s3_bucket")
+            options = {k: bucket[k] for k in ("endpoint_url", "region_name", "aws_access_key_id",
+                                              "aws_secret_access_key")}
+            warehouse = StorageSpec(f"s3://{bucket['bucket']}/warehouse", options)
+        else:
+            warehouse = StorageSpec(f"file://{tmp_path}/warehouse")
+        return IcebergPipeline.of(base, warehouse).start()
 
     return make

@@ -15,6 +15,7 @@ from typing import Callable
 
 import pytest
 
+from iceberg_helpers import assert_iceberg_equals_leader, iceberg_submit
 from lake_helpers import assert_lake_equals_leader, lake_submit
 from merge_helpers import assert_same_database, job_output, spark_submit
 from mysql_cdc.capture.filters import TableFilter
@@ -22,6 +23,7 @@ from mysql_cdc.contracts import BinlogPosition
 from mysql_cdc.kinds import KINDS
 from mysql_cdc.kinds.delta.state.location import LakeLocation
 from mysql_cdc.kinds.delta.verify import checksum_sides as lake_checksums
+from mysql_cdc.kinds.iceberg.verify import checksum_sides as iceberg_checksums
 from mysql_cdc.kinds.mysql.state import MySQLStateStore
 from mysql_cdc.kinds.mysql.verify import checksum_sides as mysql_checksums
 from mysql_cdc.merge import netting
@@ -66,6 +68,15 @@ KIND_UNDER_TEST = {
         ddl_crash_points=("before_checkpoint",),
         copy_crash_points=("before_checkpoint",),
         sides_and_state=lambda p: (lake_checksums(LakeLocation(p.lake)), p.state),
+    ),
+    "iceberg": Kind(
+        make=lambda request: request.getfixturevalue("iceberg_pipeline")(),
+        assert_equal=assert_iceberg_equals_leader,
+        submit=lambda p, batch, work_dir, env: iceberg_submit(p, batch, work_dir, env),
+        row_crash_points=("between_tables", "before_checkpoint"),
+        ddl_crash_points=("before_checkpoint",),
+        copy_crash_points=("before_checkpoint",),
+        sides_and_state=lambda p: (iceberg_checksums(p.catalog), p.state),
     ),
 }
 # a kind's settings that change how its sink writes run the whole suite too

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 KINDS: dict[str, str] = {
     "mysql": "mysql_cdc.kinds.mysql:KIND",
     "delta": "mysql_cdc.kinds.delta:KIND",
+    "iceberg": "mysql_cdc.kinds.iceberg:KIND",
 }
 
 # the kind of a pipeline's ``follower_conn_id: <connection>`` (the short form of ``follower:``)

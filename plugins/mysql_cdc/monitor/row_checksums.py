@@ -1,5 +1,5 @@
 """Chunk checksums computed from the rows themselves, for a follower that is not a database (a
-lake's side is its kind's, e.g. ``kinds.delta.verify.LakeChecksums``), against the leader's rows
+lake's side is ``monitor.cut_checksums``), against the leader's rows
 hashed the same way (``LeaderRowChecksums``).
 
 A MySQL follower is checksummed inside both servers (``chunks.ServerChecksums``): each server

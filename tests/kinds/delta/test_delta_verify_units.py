@@ -7,7 +7,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from mysql_cdc.kinds.delta.verify import _lake_scalar
+from mysql_cdc.monitor.cut_checksums import lake_scalar as _lake_scalar
 
 
 @pytest.mark.parametrize("bound, arrow_type, expected", [

@@ -1,9 +1,86 @@
-"""Apache Iceberg tables as a follower: the leader's table ``db.t`` is the Iceberg table ``db.t``
+"""Apache Iceberg tables as the follower: the leader's table ``db.t`` is the Iceberg table ``db.t``
 of a catalog the user names, an Iceberg JDBC catalog in a MySQL/MariaDB database (``catalog``),
-which Spark, Trino and Flink open by name with Iceberg's own ``JdbcCatalog``.
+which Spark, Trino and Flink open by name with Iceberg's own ``JdbcCatalog``, and Python with
+pyiceberg's ``SqlCatalog``.
 
-- ``types``: the leader's columns as Iceberg columns, exactly;
-- ``commit``: one table's commit (``TableCommit``): staged on the table's current snapshot,
-  committed only if that snapshot is still current, and carrying the pipeline and the binlog
-  position in its snapshot summary, so a retry skips a table that already holds them.
+- ``sink``: what the merge job writes, from the driver through pyiceberg (``commit``: one snapshot
+  per table and segment, carrying the pipeline and the binlog position; ``ddl``: Iceberg's schema
+  evolution and the catalog's create, rename, drop); ``types``: the leader's columns, exactly;
+- ``state``: the MySQL follower's state tables on the catalog's server, and the consistent cut
+  (each table's snapshot id at the checkpoint) moved with the checkpoint in one transaction;
+- ``hook``: the Airflow side (the catalog's ``mysql`` connection, the warehouse's AWS
+  connection); ``verify``: the cut's rows hashed against the leader's.
+
+The pipelines file names it ``follower: {kind: iceberg, catalog: <name>, conn_id: <mysql connection of
+the catalog's server>, database: <the catalog's database>, warehouse: s3://bucket/prefix}``.
 """
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .. import FollowerSpec
+from ..base import FollowerKind
+
+_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class IcebergKind(FollowerKind):
+    name = "iceberg"
+    config_keys = frozenset({"catalog", "conn_id", "database", "warehouse"})
+
+    def reference(self, section: Mapping[str, Any], aws_conn_id: str | None) -> dict[str, Any]:
+        import re
+
+        from ...storage import normalize_uri
+
+        for key in ("catalog", "conn_id", "database", "warehouse"):
+            value = section.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{key}: required for an iceberg follower ({_HELP[key]}), got {value!r}")
+        for key in ("catalog", "database"):
+            if not re.match(_NAME, section[key].strip()):
+                raise ValueError(f"{key}: {section[key]!r} is not a plain name (letters, digits, _)")
+        try:
+            warehouse = normalize_uri(section["warehouse"].strip())
+        except ValueError as exc:
+            raise ValueError(f"warehouse: {exc}") from None
+        return {"kind": self.name, "catalog": section["catalog"].strip(), "conn_id": section["conn_id"].strip(),
+                "database": section["database"].strip(), "warehouse": warehouse, "aws_conn_id": aws_conn_id}
+
+    def describe(self, reference: Mapping[str, Any]) -> str:
+        return f"{self.name} catalog {reference['catalog']} ({reference['conn_id']}), warehouse {reference['warehouse']}"
+
+    def table_uri(self, reference: Mapping[str, Any], table: str) -> str:
+        return f"iceberg://{reference['catalog']}/{table.replace('.', '/', 1)}"
+
+    def hook(self, reference: Mapping[str, Any]):
+        from .hook import IcebergFollowerHook
+
+        return IcebergFollowerHook(reference)
+
+    def state_store(self, settings: Mapping[str, Any]):
+        from .state import IcebergStateStore
+
+        return IcebergStateStore.from_settings(settings)
+
+    def sink(self, settings: Mapping[str, Any], leader_flavor: str | None):
+        from .sink import IcebergSink
+
+        return IcebergSink.from_settings(settings, leader_flavor)
+
+
+_HELP = {
+    "catalog": "the catalog's name, as engines call it: Spark's spark.sql.catalog.<name>",
+    "conn_id": "the Airflow mysql connection of the server holding the catalog's database",
+    "database": "the database holding the catalog's tables iceberg_tables and iceberg_namespace_properties",
+    "warehouse": "s3://bucket/prefix or file:///path under which new tables' files go",
+}
+
+KIND = IcebergKind()
+
+
+def follower_spec(catalog) -> FollowerSpec:
+    """An Iceberg follower in ``catalog`` (a ``catalog.CatalogRef``: its server's password and its
+    warehouse's S3 options are its secrets)."""
+    return FollowerSpec(KIND.name, {"catalog": catalog.to_json()})

@@ -75,6 +75,7 @@ class TableCommit:
     _removed: list["DataFile"] = field(default_factory=list)
     _rewritten: list[pa.Table] = field(default_factory=list)  # the removed files' rows that stay
     _added: list[pa.Table] = field(default_factory=list)
+    _schema_change: object = None  # update_schema -> None, applied in the commit (``replace``)
 
     @property
     def done(self) -> bool:
@@ -147,25 +148,54 @@ class TableCommit:
             self._rewritten.append(_without_values(held.select(names), removed))
         self._added.append(plan.filter(pc.equal(plan.column(SIDE), "ins")).select(names))
 
+    def remove_all(self) -> None:
+        """Stage every row's removal (a TRUNCATE): the table's files leave it, none is rewritten."""
+        from pyiceberg.expressions import AlwaysTrue
+
+        if self.table.current_snapshot() is not None:
+            self._removed += [task.file for task in self.table.scan(row_filter=AlwaysTrue()).plan_files()]
+
+    def fill(self, column: str, value: pa.Scalar) -> None:
+        """Stage every row rewritten with ``value`` in ``column`` (an added column's value in the rows
+        the leader held when it added it)."""
+        from pyiceberg.expressions import AlwaysTrue
+
+        tasks, held = self._holding(AlwaysTrue())
+        if held is None:
+            return
+        self._removed += [task.file for task in tasks]
+        index = held.column_names.index(column)
+        self._rewritten.append(held.set_column(index, column, pa.array([value.as_py()] * held.num_rows,
+                                                                         held.schema.field(index).type)))
+
+    def replace(self, rows: pa.Table, schema_change=None) -> None:
+        """Stage the table's rows replaced by ``rows`` (a copy), and ``schema_change(update_schema)``
+        applied in the same commit: readers see the old table or the copy, never a part of it."""
+        self.remove_all()
+        self._added.append(rows)
+        self._schema_change = schema_change
+
     def commit(self) -> int | None:
         """Commit what was staged as one snapshot carrying the commit id; returns its id (None:
         nothing staged). The catalog refuses it (pyiceberg's ``CommitFailedException``) when the
         table's current snapshot is no longer the one it was loaded at."""
         from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-        if not self._removed and not any(t.num_rows for t in self._added):
+        if not self._removed and not any(t.num_rows for t in self._added) and self._schema_change is None:
             return None
         tx = _without_retries(self.table).transaction()
+        if self._schema_change is not None:
+            with tx.update_schema() as update:
+                self._schema_change(update)
         write_uuid, counter = uuid.uuid4(), itertools.count(0)
-        rows = [t for t in (*self._rewritten, *self._added) if t.num_rows]
-        schema = _arrow_schema(self.table)
+        schema = tx.table_metadata.schema()
+        rows = [conform(t, schema) for t in (*self._rewritten, *self._added) if t.num_rows]
         with tx.update_snapshot(snapshot_properties=self.commit_id.summary()).overwrite() as overwrite:
             overwrite.commit_uuid = write_uuid
             for data_file in self._removed:
                 overwrite.delete_data_file(data_file)
             if rows:
-                combined = pa.concat_tables([t.cast(schema) for t in rows])
-                for data_file in _dataframe_to_data_files(tx.table_metadata, combined, self.table.io,
+                for data_file in _dataframe_to_data_files(tx.table_metadata, pa.concat_tables(rows), self.table.io,
                                                           write_uuid=write_uuid, counter=counter):
                     overwrite.append_data_file(data_file)
         self.table = tx.commit_transaction()
@@ -186,10 +216,24 @@ def _without_retries(table: "Table") -> "Table":
     return Table(table._identifier, metadata, table.metadata_location, table.io, table.catalog)
 
 
-def _arrow_schema(table: "Table") -> pa.Schema:
+def conform(rows: pa.Table, iceberg_schema) -> pa.Table:
+    """``rows`` with the columns of ``iceberg_schema`` (a table's), spelled and typed as the table has
+    them (matched without case, as MySQL's names are): a column the rows lack (one added since the
+    rows' batch) is NULL."""
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
-    return schema_to_pyarrow(table.schema(), include_field_ids=False)
+    schema = schema_to_pyarrow(iceberg_schema, include_field_ids=False)
+    by_name = {n.lower(): n for n in rows.column_names}
+    arrays = [rows.column(by_name[f.name.lower()]).cast(f.type) if f.name.lower() in by_name
+              else pa.nulls(rows.num_rows, f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def spelled(rows: pa.Table, table: "Table") -> pa.Table:
+    """``rows`` with their columns named as the table spells them (MySQL's names ignore case, and a
+    rename that changed only a column's case left the table's as it was)."""
+    names = {f.name.lower(): f.name for f in table.schema().fields}
+    return rows.rename_columns([names.get(n.lower(), n) for n in rows.column_names])
 
 
 def _without_values(rows: pa.Table, values: pa.Table) -> pa.Table:

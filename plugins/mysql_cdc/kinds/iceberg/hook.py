@@ -1,0 +1,54 @@
+"""An Iceberg follower as the Airflow side reaches it: the catalog's server through a ``mysql``
+connection, the warehouse through an AWS connection (or ``file://``); read with pyiceberg, never Spark."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import cached_property
+from typing import Any, Mapping
+
+from airflow.sdk import BaseHook
+
+from ...hooks.connections import MySQLConnectionHook
+from ...hooks.follower import FollowerHookBase
+from ...hooks.storage import BatchStorageHook
+from ...kinds import FollowerSpec
+from ...monitor.verify import FollowerSides
+from . import follower_spec
+from .catalog import CatalogRef
+from .verify import checksum_sides
+
+
+class _CatalogServerHook(MySQLConnectionHook):
+    role = "Iceberg catalog"
+
+
+class IcebergFollowerHook(BaseHook, FollowerHookBase):
+    """An Iceberg follower: the reference's catalog (``kinds.iceberg.IcebergKind.reference``)."""
+
+    hook_name = "MySQL CDC Iceberg follower"
+
+    def __init__(self, reference: Mapping[str, Any]):
+        super().__init__()
+        self.reference = dict(reference)
+
+    @cached_property
+    def catalog(self) -> CatalogRef:
+        r = self.reference
+        server = _CatalogServerHook(r["conn_id"]).settings
+        warehouse = BatchStorageHook(r["warehouse"], r.get("aws_conn_id")).spec()
+        return CatalogRef(r["catalog"], server, r["database"], warehouse)
+
+    def spec(self) -> FollowerSpec:
+        return follower_spec(self.catalog)
+
+    async def aspec(self) -> FollowerSpec:
+        # the connections' lookups are blocking: a worker thread, not the event loop
+        return await asyncio.to_thread(self.spec)
+
+    def table_uri(self, database: str, table: str) -> str:
+        return f"iceberg://{self.reference['catalog']}/{database}/{table}"
+
+    def checksum_sides(self) -> FollowerSides:
+        """The catalog's tables at the consistent cut, hashed against the leader's rows."""
+        return checksum_sides(self.catalog)

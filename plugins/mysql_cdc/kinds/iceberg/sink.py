@@ -1,0 +1,270 @@
+"""An Iceberg follower's sink: the merge job writes each table through pyiceberg and the catalog,
+from the driver (no Spark job: the rows are netted in Arrow, or collected from Spark's netting).
+
+- rows: each table of a row segment is one snapshot (``commit.TableCommit``) carrying the app id
+  and the segment's end position, skipped on a retry when the table holds it; when every table is
+  committed, the checkpoint and the cut (each table's snapshot id) move in one transaction of the
+  catalog's server (``state.move_with_cut``).
+- DDL (``ddl``): with Iceberg's own schema evolution and the catalog's create, rename and drop; it
+  ends with a snapshot carrying the statement's position, and the checkpoint moves after it.
+- a copy: the table's rows replaced in one snapshot (its columns changed in the same commit), and
+  the table's position recorded with the cut.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from ...contracts import DONE, ChangeBatch, Checkpoint, DdlSegment, RowSegment, TableChanges, TablePosition
+from ...contracts import change_row as cr
+from ...contracts import require_checkpoint
+from ...crash_points import crash_point
+from ...merge.errors import CheckpointError, TableCommitError
+from ...merge.report import TableReport
+from ...merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
+from . import ddl
+from .catalog import CatalogRef
+from .commit import CommitId, TableCommit, spelled
+from .state import ensure_cut_table, move_with_cut, read_cut
+from .tables import batch_schema, create_table, mark, schema_changes
+from .types import to_iceberg
+
+
+@dataclass(frozen=True)
+class IcebergTarget:
+    """A table of the segment as ``check_tables`` found it (created if it was missing)."""
+
+    database: str
+    table: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+@dataclass
+class _Staged:
+    """One table's net rows for the segment's commit, in Iceberg values with the net op and copies."""
+
+    changes: TableChanges
+    net: pa.Table
+    written: int
+
+
+class IcebergSink(Sink[IcebergTarget]):
+    def __init__(self, catalog: CatalogRef):
+        self.ref = catalog
+        self._catalog = None
+        self.job: BatchJob | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "IcebergSink":
+        return cls(CatalogRef.from_json(settings["catalog"]))
+
+    @property
+    def catalog(self):
+        if self._catalog is None:
+            self._catalog = self.ref.open()
+        return self._catalog
+
+    def load(self, database: str, table: str):
+        """The table (pyiceberg) at its current snapshot, or None."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return self.catalog.load_table((database, table))
+        except NoSuchTableError:
+            return None
+
+    def app_id(self, batch: ChangeBatch) -> str:
+        # positions of two leaders do not compare: after a failover the positions start afresh
+        return f"mysql-cdc/{batch.pipeline}/{batch.leader_id or 'leader'}"
+
+    # -- state --------------------------------------------------------------------------------------
+
+    def _state(self):
+        return self.ref.server.connect(autocommit=False)
+
+    def expect(self, expected: Checkpoint) -> dict[str, int]:
+        """The cut at ``expected`` (a ``CheckpointError`` when the checkpoint is elsewhere)."""
+        from ..mysql.state.checkpoint import read_checkpoint
+
+        conn = self._state()
+        try:
+            current = require_checkpoint(read_checkpoint(conn, expected.pipeline), expected.pipeline)
+            if current.position != expected.position:
+                raise _moved(expected, current)
+            return read_cut(conn, expected.pipeline)
+        finally:
+            conn.close()
+
+    def move(self, expected: Checkpoint, done: Checkpoint | None, cut: Mapping[str, int | None],
+             positions: tuple[TablePosition, ...] = ()) -> None:
+        conn = self._state()
+        try:
+            if not move_with_cut(conn, expected, done, cut, positions):
+                from ..mysql.state.checkpoint import read_checkpoint
+
+                raise _moved(expected, read_checkpoint(conn, expected.pipeline))
+        finally:
+            conn.close()
+
+    def begin(self, job: BatchJob) -> None:
+        # nothing to remove: a crashed attempt's files are in no snapshot (the maintenance job's
+        # orphan removal deletes them)
+        self.job = job
+        conn = self._state()
+        try:
+            ensure_cut_table(conn)
+        finally:
+            conn.close()
+
+    def advance(self, expected: Checkpoint, done: Checkpoint) -> None:
+        self.move(expected, done, {})
+
+    # -- rows -------------------------------------------------------------------------------------
+
+    def check_table(self, changes: TableChanges) -> IcebergTarget:
+        """The table, created from the batch's columns when missing, its columns the batch's (added,
+        widened) when they differ in a way Iceberg changes in place."""
+        name = changes.qualified_name
+        schema = batch_schema(changes.columns, name)
+        table = self.load(changes.database, changes.table)
+        if table is None:
+            create_table(self.catalog, changes.database, changes.table, schema, None)
+        else:
+            updates = schema_changes(table, schema, name)
+            if updates:
+                with table.update_schema() as update:
+                    for change in updates:
+                        change(update)
+        return IcebergTarget(changes.database, changes.table)
+
+    def segment(self, job: BatchJob, segment: RowSegment, expected: Checkpoint) -> "IcebergSegmentWriter":
+        return IcebergSegmentWriter(self, job, segment, expected)
+
+    def commit_rows(self, staged: _Staged, commit_id: CommitId) -> int:
+        """One table's snapshot of its net rows (none when it holds them already); returns the table's
+        snapshot id after it."""
+        changes = staged.changes
+        table = self.load(changes.database, changes.table)
+        change = TableCommit(table, commit_id)
+        if change.done:
+            return table.current_snapshot().snapshot_id
+        net = spelled(staged.net, table)
+        columns = spelled(pa.table({c.name: [] for c in changes.columns}), table).column_names
+        if changes.key_columns:
+            keys = [columns[[c.name for c in changes.columns].index(k)] for k in changes.key_columns]
+            change.upsert(net, keys)
+        else:
+            change.rewrite_multiset(net, columns)
+        if change.commit() is None:
+            # nothing to write (a keyless table's inserts and deletes cancelled out): the table still
+            # records the position, and its snapshot the columns the batch gave it
+            return mark(table, commit_id).current_snapshot().snapshot_id
+        return change.table.current_snapshot().snapshot_id
+
+    # -- DDL --------------------------------------------------------------------------------------
+
+    def replay_ddl(self, batch: ChangeBatch, segment: DdlSegment, checkpoint: Checkpoint) -> Checkpoint:
+        cut = self.expect(checkpoint)
+        changes = ddl.replay(self, segment, cut, CommitId(self.app_id(batch), segment.end))
+        crash_point("before_checkpoint")
+        done = Checkpoint(batch.pipeline, segment.end, segment.gtid or checkpoint.gtid, batch.batch_id,
+                          gtid_set=segment.gtid_set, leader_id=batch.leader_id)
+        self.move(checkpoint, done, changes)
+        return done
+
+    # -- copies -----------------------------------------------------------------------------------
+
+    def replace_table(self, job: BatchJob, copy: TableCopy, checkpoint: Checkpoint, done: Checkpoint | None,
+                      report: TableReport) -> None:
+        segment = copy.segment
+        name = f"{segment.database}.{segment.table}"
+        self.expect(checkpoint)
+        started = time.monotonic()
+        frame, (report.inserted, report.updated, report.deleted) = copy.rows()
+        schema = batch_schema(segment.columns, name)
+        rows = (to_iceberg(frame.toArrow(), segment.columns, name) if frame is not None
+                else schema.empty_table())
+        report.stage_seconds = time.monotonic() - started
+        applied = time.monotonic()
+        # The copy's commit id is the batch's own: a retry of this batch skips it, but a later copy
+        # (a resnapshot repairing drift) is applied even at the same leader position.
+        commit_id = CommitId(f"{self.app_id(job.batch)}/copy/{job.batch.batch_id}", segment.at)
+        snapshot = ddl.replace_rows(self, segment.database, segment.table, schema, rows, commit_id)
+        report.rows_written = rows.num_rows
+        report.apply_seconds = time.monotonic() - applied
+        crash_point("before_checkpoint")
+        position = TablePosition(segment.database, segment.table, segment.at, job.batch.batch_id, DONE)
+        self.move(checkpoint, done, {name: snapshot}, (position,))
+
+
+def _moved(expected: Checkpoint, current: Checkpoint | None) -> CheckpointError:
+    where = current.position if current is not None else "nowhere"
+    return CheckpointError(
+        f"the checkpoint of pipeline {expected.pipeline!r} moved from {expected.position} to {where} during this "
+        "merge (another merge of the pipeline?); the retry applies what is left")
+
+
+def _report_counts(report: TableReport, net: pa.Table) -> int:
+    """Fill the report's counts from the net rows (op -> copies); returns the rows written."""
+    summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
+    counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
+    report.inserted = counts.get(cr.INSERT, 0)
+    report.updated = counts.get(cr.UPDATE, 0)
+    report.deleted = counts.get(cr.DELETE, 0)
+    return report.inserted + report.updated + report.deleted
+
+
+class IcebergSegmentWriter(SegmentWriter[IcebergTarget]):
+    """One row segment into the catalog: each table's net rows staged in Arrow, then each table
+    committed (a snapshot carrying the segment's end position), then the checkpoint and the cut."""
+
+    def __init__(self, sink: IcebergSink, job: BatchJob, segment: RowSegment, expected: Checkpoint):
+        super().__init__(job, segment, expected)
+        self.sink = sink
+        self._staged: dict[int, _Staged] = {}
+        self._lock = threading.Lock()
+
+    def apply(self, tables: list[NetRows[IcebergTarget]]) -> None:
+        for t in tables:
+            arrow = t.on_driver()
+            # Spark's netting (a table of many change rows) is collected: the commit is the driver's
+            net = arrow.net if arrow is not None else t.in_spark(self.job.spark()).net.toArrow()
+            where = t.table.qualified_name
+            rows = to_iceberg(net, t.table.columns, where)
+            rows = rows.append_column(cr.NET_OP, net.column(cr.NET_OP)) \
+                .append_column(cr.NET_COUNT, net.column(cr.NET_COUNT).cast(pa.int64()))
+            staged = _Staged(t.table, rows, _report_counts(t.report, net))
+            with self._lock:
+                self._staged[t.index] = staged
+
+    def commit(self, done: Checkpoint) -> dict[str, tuple[int, float]]:
+        # refused before any table is written when the checkpoint is not where the segment starts
+        self.sink.expect(self.expected)
+        commit_id = CommitId(self.sink.app_id(self.job.batch), done.position)
+        cut: dict[str, int | None] = {}
+        applied: dict[str, tuple[int, float]] = {}
+        for index in sorted(self._staged):
+            staged = self._staged[index]
+            name = staged.changes.qualified_name
+            started = time.monotonic()
+            try:
+                cut[name] = self.sink.commit_rows(staged, commit_id)
+            except Exception as exc:  # noqa: BLE001 - said again naming the table and the recovery
+                raise TableCommitError.of(name, staged.written, exc) from exc
+            applied[name] = (staged.written, time.monotonic() - started)
+            crash_point("between_tables")
+        crash_point("before_checkpoint")
+        self.sink.move(self.expected, done, cut)
+        return applied
+
+    def discard(self) -> None:
+        with self._lock:
+            self._staged = {}
