@@ -55,7 +55,7 @@ from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E
 from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
 from mysql_cdc.kinds.delta.submit import submit_needs  # noqa: E402
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
-from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.server_state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 class Bench:

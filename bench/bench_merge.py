@@ -36,7 +36,7 @@ from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
-from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.server_state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
 from mysql_cdc.merge.netting import DRIVER_NET_ROWS_PROPERTY  # noqa: E402

@@ -31,7 +31,7 @@ from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
-from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.server_state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
 from mysql_cdc.pipeline_options import ExtractOptions  # noqa: E402
 from mysql_cdc.job_secrets import JobSecrets  # noqa: E402

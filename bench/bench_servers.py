@@ -76,7 +76,7 @@ def deployed_pipeline(servers: BenchServers, pipeline: str, schedule: str, follo
     from airflow_deployment import AirflowDeployment, pipeline_connections
     from local_services import MotoS3Server
     from mysql_cdc.kinds.delta.state import DeltaStateStore
-    from mysql_cdc.kinds.mysql.state import MySQLStateStore
+    from mysql_cdc.server_state import MySQLStateStore
     from mysql_cdc.storage import StorageSpec
 
     s3 = MotoS3Server(servers.base, die_with_parent=True)

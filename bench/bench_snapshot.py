@@ -39,7 +39,7 @@ from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.capture.snapshot.copy import snapshot_tables  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME  # noqa: E402
-from mysql_cdc.kinds.mysql.state.checkpoint import start_snapshot  # noqa: E402
+from mysql_cdc.server_state.checkpoint import start_snapshot  # noqa: E402
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
 from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402

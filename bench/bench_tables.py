@@ -61,7 +61,7 @@ from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, Posit
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
 from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
-from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
+from mysql_cdc.server_state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
 # the columns a table may have beyond its key; table i takes a different selection of them, so

@@ -42,7 +42,7 @@ from local_services import MariaDBServer, MotoS3Server, SparkStandaloneCluster  
 from mysql_cdc.monitor.lag import pipeline_figures  # noqa: E402
 from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
 from mysql_cdc.kinds.delta.state.cut import read_cut  # noqa: E402
-from mysql_cdc.kinds.mysql.state import MySQLStateStore  # noqa: E402
+from mysql_cdc.server_state import MySQLStateStore  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 

@@ -15,7 +15,7 @@ PACKAGE = REPO / "plugins" / "mysql_cdc"
 SOURCES = sorted([*PACKAGE.rglob("*.py"), *(REPO / "dags").glob("*.py"), *(REPO / "spark_jobs").glob("*.py")])
 REGISTRY = PACKAGE / "kinds" / "__init__.py"
 # libraries that belong to one kind: only its package imports them
-KIND_LIBRARIES = {"deltalake": "delta"}
+KIND_LIBRARIES = {"deltalake": "delta", "pyiceberg": "iceberg"}
 
 
 def _module_name(path: Path) -> str:

@@ -24,7 +24,7 @@ from mysql_cdc.kinds import KINDS
 from mysql_cdc.kinds.delta.state.location import LakeLocation
 from mysql_cdc.kinds.delta.verify import checksum_sides as lake_checksums
 from mysql_cdc.kinds.iceberg.verify import checksum_sides as iceberg_checksums
-from mysql_cdc.kinds.mysql.state import MySQLStateStore
+from mysql_cdc.server_state import MySQLStateStore
 from mysql_cdc.kinds.mysql.verify import checksum_sides as mysql_checksums
 from mysql_cdc.merge import netting
 from mysql_cdc.merge.errors import CheckpointError

@@ -15,7 +15,7 @@ from mysql_cdc.contracts.verification import VerificationResult
 from mysql_cdc.state_store import StateStore
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation
-from mysql_cdc.kinds.mysql.state import MySQLStateStore
+from mysql_cdc.server_state import MySQLStateStore
 from mysql_cdc.storage import StorageSpec
 
 P1 = BinlogPosition("binlog.000001", 4)

@@ -20,7 +20,7 @@ from mysql_cdc.capture.snapshot.copy import snapshot_tables
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec
 from mysql_cdc.pipeline_options import ExtractOptions, SnapshotOptions
 from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange
-from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, read_checkpoint, read_table_positions, start_snapshot, write_checkpoint
+from mysql_cdc.server_state.checkpoint import ensure_state_tables, read_checkpoint, read_table_positions, start_snapshot, write_checkpoint
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets
 from mysql_cdc.mysql_server import MySQLSettings

@@ -14,7 +14,7 @@ from merge_helpers import assert_same_database, leader_position
 from mysql_cdc.capture.stream.failover import FailoverError, find_position
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.contracts import OtherLeaderError
-from mysql_cdc.kinds.mysql.state.checkpoint import rebase_checkpoint
+from mysql_cdc.server_state.checkpoint import rebase_checkpoint
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.merge.job import run_merge
 

@@ -10,7 +10,7 @@ import pytest
 
 from merge_helpers import assert_same_database
 from mysql_cdc.batch_retention import RetentionRecord, retire_batches, stored_batches
-from mysql_cdc.kinds.mysql.state import MySQLStateStore
+from mysql_cdc.server_state import MySQLStateStore
 from mysql_cdc.merge.job import run_merge
 from mysql_cdc.storage import StorageError
 

@@ -16,11 +16,11 @@ from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.capture.leader import Leader
 from mysql_cdc.contracts import Checkpoint
 from mysql_cdc.contracts.verification import VerificationResult
-from mysql_cdc.kinds.mysql.state.checkpoint import ensure_state_tables, write_checkpoint
+from mysql_cdc.server_state.checkpoint import ensure_state_tables, write_checkpoint
 from mysql_cdc.monitor.verify import verify_pipeline
 from mysql_cdc.kinds.mysql.verify import checksum_sides
-from mysql_cdc.kinds.mysql.state import MySQLStateStore
-from mysql_cdc.kinds.mysql.state.history import latest_verification
+from mysql_cdc.server_state import MySQLStateStore
+from mysql_cdc.server_state.history import latest_verification
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.pipeline_options import VerifyOptions
 

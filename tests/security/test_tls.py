@@ -25,7 +25,7 @@ from local_services import MariaDBServer, MySQLServer
 from merge_helpers import Pipeline, assert_same_database, job_output, spark_submit
 from mysql_cdc.capture.filters import TableFilter
 from mysql_cdc.kinds.mysql.verify import checksum_sides
-from mysql_cdc.kinds.mysql.state import MySQLStateStore
+from mysql_cdc.server_state import MySQLStateStore
 from mysql_cdc.monitor.verify import verify_pipeline
 from mysql_cdc.mysql_server import MySQLSettings, TlsError, TlsSettings
 from mysql_cdc.pipeline_options import VerifyOptions

@@ -13,7 +13,7 @@ import yaml
 
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.kinds.mysql.state.history import read_history
+from mysql_cdc.server_state.history import read_history
 from mysql_cdc.mysql_server import MySQLSettings
 
 SUCCESS, FAILED = "success", "failed"

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.kinds.mysql.state.checkpoint import read_checkpoint
-from mysql_cdc.kinds.mysql.state.history import read_history
-from mysql_cdc.kinds.mysql.state.history import latest_verification
+from mysql_cdc.server_state.checkpoint import read_checkpoint
+from mysql_cdc.server_state.history import read_history
+from mysql_cdc.server_state.history import latest_verification
 from mysql_cdc.mysql_server import MySQLSettings
 
 OPS, BEAT = "cdc_ops", "cdc_beat"

@@ -23,7 +23,7 @@ from leader_writer import LeaderWriter
 from local_services import MariaDBServer
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.kinds.mysql.state.checkpoint import read_checkpoint
+from mysql_cdc.server_state.checkpoint import read_checkpoint
 from mysql_cdc.mysql_server import MySQLSettings
 from test_deployed_pipeline import TERMINAL
 

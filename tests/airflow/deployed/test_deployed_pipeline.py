@@ -32,8 +32,8 @@ from leader_writer import LeaderWriter
 from local_services import MariaDBServer
 from merge_helpers import assert_same_database
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.kinds.mysql.state.checkpoint import read_checkpoint
-from mysql_cdc.kinds.mysql.state.history import read_failed_tries, read_history
+from mysql_cdc.server_state.checkpoint import read_checkpoint
+from mysql_cdc.server_state.history import read_failed_tries, read_history
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.kinds.delta.state.cut import read_cut
 from mysql_cdc.kinds.delta.state.location import LakeLocation

@@ -7,7 +7,7 @@ import json
 
 from mysql_cdc.kinds import FollowerSpec
 from mysql_cdc.kinds.mysql.hook import FollowerHook
-from mysql_cdc.kinds.mysql.state import MySQLStateStore
+from mysql_cdc.server_state import MySQLStateStore
 
 
 def test_the_spec_and_the_state_store_come_from_the_connection(monkeypatch, follower_user, unique_name):

@@ -15,8 +15,8 @@ import yaml
 from playwright.sync_api import expect
 
 from mysql_cdc.capture.leader import Leader
-from mysql_cdc.kinds.mysql.state.checkpoint import read_checkpoint
-from mysql_cdc.kinds.mysql.state.history import read_history
+from mysql_cdc.server_state.checkpoint import read_checkpoint
+from mysql_cdc.server_state.history import read_history
 from mysql_cdc.mysql_server import MySQLSettings
 
 PIPELINE = "cdc_ui"

@@ -15,7 +15,7 @@ import pytest
 from apply_workload import Workload
 from merge_helpers import table_names, table_rows
 from mysql_cdc.capture.filters import TableFilter
-from mysql_cdc.kinds.mysql.state import MySQLStateStore
+from mysql_cdc.server_state import MySQLStateStore
 from mysql_cdc.monitor.verify import verify_pipeline
 from mysql_cdc.kinds.mysql.verify import checksum_sides
 from mysql_cdc.pipeline_options import VerifyOptions

@@ -92,7 +92,7 @@ class IcebergSink(Sink[IcebergTarget]):
 
     def expect(self, expected: Checkpoint) -> dict[str, int]:
         """The cut at ``expected`` (a ``CheckpointError`` when the checkpoint is elsewhere)."""
-        from ..mysql.state.checkpoint import read_checkpoint
+        from ...server_state.checkpoint import read_checkpoint
 
         conn = self._state()
         try:
@@ -108,7 +108,7 @@ class IcebergSink(Sink[IcebergTarget]):
         conn = self._state()
         try:
             if not move_with_cut(conn, expected, done, cut, positions):
-                from ..mysql.state.checkpoint import read_checkpoint
+                from ...server_state.checkpoint import read_checkpoint
 
                 raise _moved(expected, read_checkpoint(conn, expected.pipeline))
         finally:

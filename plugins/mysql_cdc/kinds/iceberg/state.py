@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from ...contracts import Checkpoint, TablePosition
-from ..mysql.state import MySQLStateStore
-from ..mysql.state.checkpoint import read_checkpoint, write_checkpoint, write_table_position
-from ..mysql.state.schema import STATE_SCHEMA, ensure_state_tables, rows_if_present
+from ...server_state import MySQLStateStore
+from ...server_state.checkpoint import read_checkpoint, write_checkpoint, write_table_position
+from ...server_state.schema import STATE_SCHEMA, ensure_state_tables, rows_if_present
 from .catalog import CatalogRef
 
 CUT_TABLE = f"`{STATE_SCHEMA}`.`iceberg_cut`"

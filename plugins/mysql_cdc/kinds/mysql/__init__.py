@@ -38,7 +38,7 @@ class MySQLKind(FollowerKind):
         return FollowerHook(reference.get("conn_id"))
 
     def state_store(self, settings: Mapping[str, Any]):
-        from .state import MySQLStateStore
+        from ...server_state import MySQLStateStore
 
         return MySQLStateStore.from_settings(settings)
 

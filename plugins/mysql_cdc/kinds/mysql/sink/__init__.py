@@ -16,7 +16,7 @@ How a batch lands (``Sink`` methods and ``SegmentWriter``; the modules beside th
   table a rename would break, with triggers or foreign keys, is loaded in the commit's own
   transaction instead).
 
-The pipeline's state is the ``_mysql_cdc`` schema of this same server (``mysql_cdc.kinds.mysql.state``),
+The pipeline's state is the ``_mysql_cdc`` schema of this same server (``mysql_cdc.server_state``),
 so the checkpoint moves in the transaction that writes the rows.
 """
 

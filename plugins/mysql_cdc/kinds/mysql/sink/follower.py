@@ -32,8 +32,8 @@ from ....contracts import (
     DONE, SWAPPING, ChangeBatch, Checkpoint, DdlSegment, DdlTarget, SnapshotSegment, TableChanges, TablePosition,
     TablePositions, require_checkpoint,
 )
-from ..state.checkpoint import read_checkpoint, read_table_positions, write_checkpoint, write_table_position
-from ..state.schema import STATE_SCHEMA
+from ....server_state.checkpoint import read_checkpoint, read_table_positions, write_checkpoint, write_table_position
+from ....server_state.schema import STATE_SCHEMA
 from ....mysql_server import MySQLSettings
 from ....storage import ObjectStore
 from .connection import connect

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 import pymysql
 from pymysql.converters import escape_string
 
-from ..state.schema import STATE_SCHEMA
+from ....server_state.schema import STATE_SCHEMA
 from ....contracts import change_row as cr
 from ....mysql_server import MySQLSettings
 from ....storage import StorageSpec

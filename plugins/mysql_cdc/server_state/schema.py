@@ -1,4 +1,5 @@
-"""The ``_mysql_cdc`` schema in a MySQL follower: the tables that hold a pipeline's state.
+"""The ``_mysql_cdc`` schema in a MySQL/MariaDB server (a MySQL follower, an Iceberg catalog's
+server): the tables that hold a pipeline's state.
 
 ``checkpoint`` (one row per pipeline) and ``table_position`` (per copied table) are written by the
 merge job in the same transaction as the follower rows they cover; ``batch_history``,
@@ -9,8 +10,8 @@ older checkpoint table lacks); every reader treats a missing table as "nothing r
 
 from __future__ import annotations
 
-from ....contracts import RESERVED_SCHEMA
-from ....mysql_server import is_absent
+from ..contracts import RESERVED_SCHEMA
+from ..mysql_server import is_absent
 
 STATE_SCHEMA = RESERVED_SCHEMA
 CHECKPOINT_TABLE = f"`{STATE_SCHEMA}`.`checkpoint`"

@@ -10,8 +10,8 @@ import datetime as dt
 import json
 from dataclasses import fields, replace
 
-from ....contracts.history import EXTRACTED, FAILED, MERGED, BatchRecord, FailedTry
-from ....contracts.verification import VerificationResult
+from ..contracts.history import EXTRACTED, FAILED, MERGED, BatchRecord, FailedTry
+from ..contracts.verification import VerificationResult
 from .schema import HISTORY_TABLE, TRIES_TABLE, VERIFICATION_TABLE, ensure_state_tables, rows_if_present
 
 _COLUMNS = tuple(f.name for f in fields(BatchRecord) if f.name != "failed_tries")

@@ -6,7 +6,7 @@ that applies the rows they cover, and the Airflow side reads them through ``MySQ
 
 from __future__ import annotations
 
-from ....contracts import COPYING, DONE, BinlogPosition, Checkpoint, TablePosition, TablePositions
+from ..contracts import COPYING, DONE, BinlogPosition, Checkpoint, TablePosition, TablePositions
 from .schema import CHECKPOINT_TABLE, TABLE_POSITION_TABLE, ensure_state_tables, is_absent  # noqa: F401 (ensure_state_tables: for callers)
 
 

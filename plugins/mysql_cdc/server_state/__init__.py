@@ -1,7 +1,10 @@
-"""A MySQL follower's state: the ``_mysql_cdc`` schema in the follower itself.
+"""A pipeline's state in a MySQL/MariaDB server: its ``_mysql_cdc`` schema (checkpoint, table
+positions, records of runs), for the follower kinds whose state lives in such a server.
 
-Keeping it beside the rows is what lets the merge job move the checkpoint in the transaction that
-writes them (``mysql_cdc.kinds.mysql.sink`` uses ``checkpoint``'s functions on its own connection).
+A MySQL follower keeps it in the follower itself: beside the rows, so the merge job moves the
+checkpoint in the transaction that writes them (``kinds.mysql.sink`` uses ``checkpoint``'s
+functions on its own connection). An Iceberg follower keeps it on its catalog's server
+(``kinds.iceberg.state``), with the consistent cut beside the checkpoint.
 """
 
 from __future__ import annotations
@@ -10,11 +13,11 @@ import datetime as dt
 from contextlib import contextmanager
 from typing import Iterator
 
-from ....contracts import BinlogPosition, ChangeBatch, Checkpoint, TablePosition, TablePositions
-from ....contracts.history import BatchRecord, FailedTry
-from ....contracts.verification import VerificationResult
-from ....mysql_server import MySQLSettings
-from ....state_store import StateStore
+from ..contracts import BinlogPosition, ChangeBatch, Checkpoint, TablePosition, TablePositions
+from ..contracts.history import BatchRecord, FailedTry
+from ..contracts.verification import VerificationResult
+from ..mysql_server import MySQLSettings
+from ..state_store import StateStore
 from . import checkpoint as _checkpoint
 from . import history as _history
 from .schema import STATE_SCHEMA
