@@ -56,6 +56,8 @@ DEFAULT_SPARK := 4.2
 SPARK ?= $(DEFAULT_SPARK)
 JARS_DIR := .local/jars
 SPARK_LINES_DIR := .local/spark
+# the lake readers users run (below), Spark's Iceberg runtimes among them
+READERS_DIR := .local/readers
 
 jars: $(JARS_DIR)/spark-$(DEFAULT_SPARK)/.installed
 
@@ -67,7 +69,13 @@ $(SPARK_LINES_DIR)/%/.installed: mk/spark-lines/pyspark.txt scripts/install_spar
 	scripts/install_spark_line.sh $* $(SPARK_LINES_DIR)/$*
 	touch $@
 
-spark-line: $(JARS_DIR)/spark-$(SPARK)/.installed $(if $(filter $(SPARK),$(DEFAULT_SPARK)),,$(SPARK_LINES_DIR)/$(SPARK)/.installed)
+spark-line: $(JARS_DIR)/spark-$(SPARK)/.installed $(if $(filter $(SPARK),$(DEFAULT_SPARK)),,$(SPARK_LINES_DIR)/$(SPARK)/.installed) \
+	$(if $(wildcard mk/readers/iceberg-spark-$(SPARK).txt),$(READERS_DIR)/iceberg-spark-$(SPARK)/.installed)
+
+# Spark's Iceberg runtime of a line, as a user's Spark reads an Iceberg follower (mk/readers/iceberg-spark-<line>.txt)
+$(READERS_DIR)/iceberg-spark-%/.installed: mk/readers/iceberg-spark-%.txt scripts/fetch_jars.py
+	$(PYTHON) scripts/fetch_jars.py $< $(@D)
+	touch $@
 
 # The Spark driver JVM's class-data archive: Spark's classes parsed once, mapped by every merge's
 # driver (packaging.driver_defaults): about half of a small merge's spark-submit CPU. Specific to
@@ -81,7 +89,6 @@ $(CDS_ARCHIVE): $(VENV)/.installed scripts/spark_cds.py scripts/spark_cds_warmup
 
 # Lake readers users run that cannot share the venv (mk/readers/*.txt say why), each in a site
 # directory of its own that the reader tests put on a separate Python process's path.
-READERS_DIR := .local/readers
 
 readers: $(READERS_DIR)/duckdb-delta/.installed $(READERS_DIR)/duckdb-iceberg/.installed
 
@@ -111,7 +118,7 @@ test:
 # The suites that prove a Spark line (SPARK=4.1): the sink conformance suite, the Delta follower's
 # own tests (types, crashes, faults) and real DAG runs, with the line's pyspark in the test process
 # (its in-process session) and its spark-submit in every job and in the Spark connection.
-SPARK_LINE_TESTS := tests/test_spark_lines.py tests/kinds/test_sink_contract.py tests/kinds/delta/test_merge_delta.py \
+SPARK_LINE_TESTS := tests/test_spark_lines.py tests/kinds/test_sink_contract.py tests/kinds/iceberg/test_spark_reads.py tests/kinds/delta/test_merge_delta.py \
 	tests/airflow/dags/test_delta_runs.py
 
 test-spark: setup

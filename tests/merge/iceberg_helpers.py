@@ -31,10 +31,13 @@ class IcebergPipeline(Pipeline):
     catalog: CatalogRef | None = None
 
     @classmethod
-    def of(cls, pipeline: Pipeline, warehouse: StorageSpec) -> "IcebergPipeline":
-        database = "iceberg_" + uuid.uuid4().hex[:10]
-        pipeline.follower.run_sql([f"CREATE DATABASE {database}"])
-        catalog = CatalogRef("lake", MySQLSettings(**pipeline.follower.conn_params()), database, warehouse)
+    def of(cls, pipeline: Pipeline, warehouse: StorageSpec, catalog: CatalogRef | None = None) -> "IcebergPipeline":
+        """``pipeline`` into ``catalog``; without one, a catalog named ``lake`` in a new database of the
+        follower server, with its warehouse at ``warehouse``."""
+        if catalog is None:
+            database = "iceberg_" + uuid.uuid4().hex[:10]
+            pipeline.follower.run_sql([f"CREATE DATABASE {database}"])
+            catalog = CatalogRef("lake", MySQLSettings(**pipeline.follower.conn_params()), database, warehouse)
         return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, catalog=catalog)
 
     @property

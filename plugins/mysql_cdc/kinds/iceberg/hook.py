@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from airflow.sdk import BaseHook
 
+from ...contracts import ChangeBatch
 from ...hooks.connections import MySQLConnectionHook
 from ...hooks.follower import FollowerHookBase
 from ...hooks.storage import BatchStorageHook
@@ -48,6 +49,28 @@ class IcebergFollowerHook(BaseHook, FollowerHookBase):
 
     def table_uri(self, database: str, table: str) -> str:
         return f"iceberg://{self.reference['catalog']}/{database}/{table}"
+
+    def tables_to_copy(self, batch: ChangeBatch) -> dict[str, str]:
+        """Tables of ``batch`` (``db.table`` -> why) whose changes the catalog cannot take exactly, to
+        copy again in this run (``recopy``), reading the tables' schemas with pyiceberg."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        from ...merge.recopy import tables_to_copy
+        from .recopy import ICEBERG_TYPES
+
+        catalog, schemas = self.catalog.open(), {}
+
+        def columns(database: str, table: str) -> dict[str, str] | None:
+            if (database, table) not in schemas:
+                try:
+                    fields = catalog.load_table((database, table)).schema().fields
+                except NoSuchTableError:
+                    schemas[(database, table)] = None
+                else:
+                    schemas[(database, table)] = {f.name.lower(): str(f.field_type) for f in fields}
+            return schemas[(database, table)]
+
+        return tables_to_copy(batch, columns, ICEBERG_TYPES)
 
     def checksum_sides(self) -> FollowerSides:
         """The catalog's tables at the consistent cut, hashed against the leader's rows."""
