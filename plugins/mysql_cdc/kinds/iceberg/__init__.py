@@ -9,7 +9,8 @@ pyiceberg's ``SqlCatalog``.
 - ``state``: the MySQL follower's state tables on the catalog's server, and the consistent cut
   (each table's snapshot id at the checkpoint) moved with the checkpoint in one transaction;
 - ``hook``: the Airflow side (the catalog's ``mysql`` connection, the warehouse's AWS
-  connection); ``verify``: the cut's rows hashed against the leader's.
+  connection); ``verify``: the cut's rows hashed against the leader's; ``cut``: its reader;
+- ``maintenance``: compaction, snapshot expiry that keeps the cut, orphan files.
 
 The pipelines file names it ``follower: {kind: iceberg, catalog: <name>, conn_id: <mysql connection of
 the catalog's server>, database: <the catalog's database>, warehouse: s3://bucket/prefix}``.
@@ -28,6 +29,7 @@ _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 class IcebergKind(FollowerKind):
     name = "iceberg"
     config_keys = frozenset({"catalog", "conn_id", "database", "warehouse"})
+    maintained = True
 
     def reference(self, section: Mapping[str, Any], aws_conn_id: str | None) -> dict[str, Any]:
         import re
@@ -68,6 +70,14 @@ class IcebergKind(FollowerKind):
         from .sink import IcebergSink
 
         return IcebergSink.from_settings(settings, leader_flavor)
+
+    def maintain(self, spark: Any, settings: Mapping[str, Any], pipeline: str, retain_hours: float) -> list:
+        """Compaction, snapshot expiry and orphan removal of every table of the cut, from the driver
+        (``maintenance``; the job's Spark session is not used)."""
+        from .catalog import CatalogRef
+        from .maintenance import maintain_catalog
+
+        return maintain_catalog(CatalogRef.from_json(settings["catalog"]), pipeline, retain_hours)
 
 
 _HELP = {

@@ -71,7 +71,7 @@ class TableCommit:
     ``commit`` makes them one snapshot."""
 
     table: "Table"
-    commit_id: CommitId
+    commit_id: CommitId | None  # None: a commit that brings no change of the leader (a compaction)
     _removed: list["DataFile"] = field(default_factory=list)
     _rewritten: list[pa.Table] = field(default_factory=list)  # the removed files' rows that stay
     _added: list[pa.Table] = field(default_factory=list)
@@ -80,6 +80,7 @@ class TableCommit:
     @property
     def done(self) -> bool:
         """Whether the table holds this commit already (a retry's)."""
+        assert self.commit_id is not None, "only a commit carrying a position can be done already"
         last = committed_position(self.table, self.commit_id.app)
         return last is not None and not last < self.commit_id.position
 
@@ -168,6 +169,16 @@ class TableCommit:
         self._rewritten.append(held.set_column(index, column, pa.array([value.as_py()] * held.num_rows,
                                                                          held.schema.field(index).type)))
 
+    def rewrite(self, tasks: list) -> None:
+        """Stage the rows of these scan tasks' files written again (a compaction: the same rows, in
+        files of the table's target size)."""
+        from pyiceberg.expressions import AlwaysTrue
+        from pyiceberg.io.pyarrow import ArrowScan
+
+        self._removed += [task.file for task in tasks]
+        self._rewritten.append(ArrowScan(self.table.metadata, self.table.io, self.table.schema(),
+                                         AlwaysTrue()).to_table(tasks))
+
     def replace(self, rows: pa.Table, schema_change=None) -> None:
         """Stage the table's rows replaced by ``rows`` (a copy), and ``schema_change(update_schema)``
         applied in the same commit: readers see the old table or the copy, never a part of it."""
@@ -190,7 +201,8 @@ class TableCommit:
         write_uuid, counter = uuid.uuid4(), itertools.count(0)
         schema = tx.table_metadata.schema()
         rows = [conform(t, schema) for t in (*self._rewritten, *self._added) if t.num_rows]
-        with tx.update_snapshot(snapshot_properties=self.commit_id.summary()).overwrite() as overwrite:
+        summary = self.commit_id.summary() if self.commit_id is not None else {}
+        with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
             overwrite.commit_uuid = write_uuid
             for data_file in self._removed:
                 overwrite.delete_data_file(data_file)

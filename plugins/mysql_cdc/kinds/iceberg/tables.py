@@ -30,6 +30,9 @@ TABLE_PROPERTIES = {
     "write.delete.mode": "copy-on-write",
     "write.update.mode": "copy-on-write",
     "write.merge.mode": "copy-on-write",
+    # every commit writes a metadata file: the ten latest are kept, older ones deleted by the commit
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "10",
 }
 
 # a lake (Spark SQL) type of a DDL statement (``merge.ddl_statements``) -> the Arrow type its Iceberg
