@@ -9,7 +9,7 @@
    seed workload on the leader and another run: the deferrable sensor, the extract into a Parquet
    change batch, and spark-submit of the merge job;
 4. runs the DAG once more with nothing new: it ends skipped in seconds, without Spark;
-5. runs the verification DAG (checksums of every table on both servers) and prints the figures the
+5. runs the verification DAG (checksums of every table on both sides) and prints the figures the
    CDC pipelines page shows (lag, the batches, the verification);
 6. prints the leader's and the follower's `pet` side by side and exits non-zero unless equal.
 
@@ -18,8 +18,10 @@ Batches go to file://.local/demo/batches; CDC_DEMO_STORAGE=s3 puts them in a loc
 starts a Spark standalone cluster (a master and a worker from pyspark's distribution) on loopback,
 points spark_default at it, and shows the merge application in the master's list. CDC_DEMO_FOLLOWER=delta
 makes the follower a Delta Lake (.local/demo/lake, or s3://.../lake with CDC_DEMO_STORAGE=s3): the
-same runs, the leader's tables read back from the lake with delta-rs at its consistent cut (no
-verification run: docs/lakehouse.md). Everything the demo writes is under
+same runs, the leader's tables read back from the lake with delta-rs at its consistent cut.
+CDC_DEMO_FOLLOWER=iceberg makes it Iceberg tables in a JDBC catalog (database iceberg_catalog on the
+follower server; warehouse .local/demo/warehouse, or s3://.../warehouse), read back with pyiceberg
+at the cut. Everything the demo writes is under
 .local/demo/ (logs: .local/demo/runs/*.log). Servers are stopped on exit.
 """
 
@@ -42,6 +44,9 @@ from local_services import MariaDBServer, MotoS3Server, SparkStandaloneCluster  
 from mysql_cdc.monitor.lag import pipeline_figures  # noqa: E402
 from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
 from mysql_cdc.kinds.delta.state.cut import read_cut  # noqa: E402
+from mysql_cdc.kinds.iceberg.catalog import CatalogRef  # noqa: E402
+from mysql_cdc.kinds.iceberg.cut import read_cut as read_iceberg_cut  # noqa: E402
+from mysql_cdc.kinds.iceberg.state import IcebergStateStore  # noqa: E402
 from mysql_cdc.server_state import MySQLStateStore  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
@@ -52,6 +57,8 @@ DAG_ID = "mysql_cdc"  # the pipeline of dags/pipelines.yaml
 DB, TABLE = "flvDb", "pet"
 HISTORY_DB, HISTORY_TABLE = "shopDb", "orders"  # rows the leader had before the pipeline existed
 S3_BUCKET = "mysql-cdc-demo"
+ICEBERG_CATALOG_DB = "iceberg_catalog"  # on the follower server: the catalog's tables and the state
+FOLLOWERS = ("mysql", "delta", "iceberg")
 
 
 def say(message: str) -> None:
@@ -122,7 +129,7 @@ class Demo:
             "PYSPARK_PYTHON": sys.executable,
         })
         self.env.pop("CDC_PIPELINES_FILE", None)  # the repository's dags/pipelines.yaml
-        if self.follower_kind == "delta":
+        if self.follower_kind != "mysql":
             self.env["CDC_PIPELINES_FILE"] = str(self.lake_pipelines_file())
         if self.spark == "cluster":
             self.env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
@@ -143,31 +150,53 @@ class Demo:
             return StorageSpec(f"s3://{S3_BUCKET}/lake", self.s3.client_kwargs())
         return StorageSpec(f"file://{WORK / 'lake'}")
 
+    @property
+    def warehouse(self) -> StorageSpec:
+        if self.storage == "s3":
+            return StorageSpec(f"s3://{S3_BUCKET}/warehouse", self.s3.client_kwargs())
+        return StorageSpec(f"file://{WORK / 'warehouse'}")
+
+    @property
+    def catalog(self) -> CatalogRef:
+        return CatalogRef("lake", MySQLSettings(**self.follower_user), ICEBERG_CATALOG_DB, self.warehouse)
+
     def lake_pipelines_file(self) -> Path:
-        """The repository's pipeline with a Delta Lake follower instead of the MySQL one."""
+        """The repository's pipeline with a Delta Lake or Iceberg follower instead of the MySQL one."""
         import yaml
 
         config = yaml.safe_load((REPO / "dags" / "pipelines.yaml").read_text())
         (entry,) = [e for e in config["pipelines"] if e["name"] == DAG_ID]
         entry.pop("follower_conn_id")
-        entry["follower"] = {"kind": "delta", "location": self.lake.uri}
+        if self.follower_kind == "delta":
+            entry["follower"] = {"kind": "delta", "location": self.lake.uri}
+            where = f"Delta Lake at {self.lake.uri}"
+        else:
+            self.follower.run_sql([f"CREATE DATABASE IF NOT EXISTS {ICEBERG_CATALOG_DB}"])
+            entry["follower"] = {"kind": "iceberg", "catalog": "lake", "conn_id": "mysql_follower",
+                                 "database": ICEBERG_CATALOG_DB, "warehouse": self.warehouse.uri}
+            where = f"Iceberg catalog 'lake' in {ICEBERG_CATALOG_DB} on the follower server, warehouse {self.warehouse.uri}"
         entry["storage_uri"] = "${CDC_STORAGE_URI}"
         config["pipelines"] = [entry]
         path = WORK / "pipelines.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
-        say(f"follower Delta Lake at {self.lake.uri} (pipelines file {path.relative_to(REPO)})")
+        say(f"follower {where} (pipelines file {path.relative_to(REPO)})")
         return path
 
     def state_store(self):
         if self.follower_kind == "delta":
             return DeltaStateStore(LakeLocation(self.lake))
+        if self.follower_kind == "iceberg":
+            return IcebergStateStore(self.catalog)
         return MySQLStateStore(MySQLSettings(**self.follower_user))
 
     def follower_table(self, database: str = DB, table: str = TABLE) -> tuple[list[str], list[tuple]]:
         """The follower's rows of a table: the server's, or the lake's at its consistent cut."""
-        if self.follower_kind != "delta":
+        if self.follower_kind == "mysql":
             return self.table(self.follower, database, table)
-        rows = read_cut(self.lake.uri, DAG_ID, s3_options=dict(self.lake.options)).read(f"{database}.{table}")
+        if self.follower_kind == "iceberg":
+            rows = read_iceberg_cut(self.catalog, DAG_ID).read(f"{database}.{table}")
+        else:
+            rows = read_cut(self.lake.uri, DAG_ID, s3_options=dict(self.lake.options)).read(f"{database}.{table}")
         columns = self.table(self.leader, database, table)[0]
         values = [tuple(r[c] for c in columns) for r in rows.to_pylist()]
         return columns, sorted(values, key=lambda r: tuple((v is None, v) for v in r))
@@ -278,8 +307,8 @@ def main() -> int:
     if spark not in ("local", "cluster"):
         raise SystemExit(f"CDC_DEMO_SPARK must be 'local' or 'cluster', got {spark!r}")
     follower = os.environ.get("CDC_DEMO_FOLLOWER", "mysql").lower()
-    if follower not in ("mysql", "delta"):
-        raise SystemExit(f"CDC_DEMO_FOLLOWER must be 'mysql' or 'delta', got {follower!r}")
+    if follower not in FOLLOWERS:
+        raise SystemExit(f"CDC_DEMO_FOLLOWER must be one of {', '.join(FOLLOWERS)}, got {follower!r}")
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     demo = Demo(storage, spark, follower)
@@ -307,14 +336,13 @@ def main() -> int:
         states = demo.dag_run("nothing new on the leader")
         if states["wait_for_changes"] != "skipped":
             raise SystemExit(f"expected the run with nothing new to be skipped, got {states}")
-        if follower == "mysql":  # a lake's verification is not built yet (docs/lakehouse.md)
-            states = demo.dag_run("checksums of every table on both servers", f"{DAG_ID}_verify")
-            if states != {"verify_follower": "success"}:
-                raise SystemExit(f"expected the verification to pass, got {states}")
+        states = demo.dag_run("checksums of every table on both sides", f"{DAG_ID}_verify")
+        if states != {"verify_follower": "success"}:
+            raise SystemExit(f"expected the verification to pass, got {states}")
         say("\nthe pipeline's figures (the CDC pipelines page, GET /cdc/api/pipelines):\n" + demo.figures())
 
         leader_table, follower_table = demo.table(demo.leader), demo.follower_table()
-        where_follower = "the Delta table" if follower == "delta" else "follower"
+        where_follower = {"delta": "the Delta table", "iceberg": "the Iceberg table"}.get(follower, "follower")
         say("\n" + side_by_side(f"leader {DB}.{TABLE}", render(*leader_table),
                                 f"{where_follower} {DB}.{TABLE}", render(*follower_table)))
         where = (f"s3://{S3_BUCKET}/batches" if storage == "s3" else f"{(WORK / 'batches').relative_to(REPO)}")

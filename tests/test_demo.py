@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -23,15 +25,20 @@ def test_make_demo_ends_equal():
     assert out.rstrip().endswith("EQUAL: the follower equals the leader"), out[-4000:]
 
 
-def test_make_demo_with_a_delta_lake_follower_ends_equal():
-    """`CDC_DEMO_FOLLOWER=delta make demo`: the same runs into a Delta Lake, the leader's tables
-    read back from the lake with delta-rs at its consistent cut."""
+@pytest.mark.parametrize(("follower", "described", "table"), [
+    ("delta", "follower Delta Lake at file://", "the Delta table flvDb.pet"),
+    ("iceberg", "follower Iceberg catalog 'lake' in iceberg_catalog", "the Iceberg table flvDb.pet"),
+])
+def test_make_demo_with_a_lake_follower_ends_equal(follower, described, table):
+    """`CDC_DEMO_FOLLOWER=delta|iceberg make demo`: the same runs into a Delta Lake or Iceberg tables,
+    the leader's tables read back at the consistent cut (delta-rs, pyiceberg) and verified."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "CDC_", "MYSQL_CDC"))}
-    env["CDC_DEMO_FOLLOWER"] = "delta"
+    env["CDC_DEMO_FOLLOWER"] = follower
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "demo.py")], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
-    assert "follower Delta Lake at file://" in out and out.count("check_lag=success") == 3, out[-4000:]
-    assert "the Delta table flvDb.pet" in out and "0 bytes and 0.0 seconds behind" in out, out[-4000:]
+    assert described in out and out.count("check_lag=success") == 3, out[-4000:]
+    assert "verify_follower=success" in out and "follower equals leader: 2 tables" in out, out[-4000:]
+    assert table in out and "0 bytes and 0.0 seconds behind" in out, out[-4000:]
     assert out.rstrip().endswith("EQUAL: the follower equals the leader"), out[-4000:]
