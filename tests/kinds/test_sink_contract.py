@@ -50,9 +50,9 @@ class Kind:
     ddl_crash_points: tuple[str, ...]
     copy_crash_points: tuple[str, ...]
     sides_and_state: Callable  # pipeline -> (its kind's checksum sides, its state store), for verification
-    # whether its sink writes through Spark: a kind that writes from the driver alone (Iceberg, through
-    # pyiceberg) is proven on the default line; another line's run (`make test-spark`) skips it
-    writes_with_spark: bool = True
+    # why the default Spark line proves it for every line (another line's run, `make test-spark`,
+    # skips it then); "": it runs on every line
+    default_line_only: str = ""
 
 
 KIND_UNDER_TEST = {
@@ -82,12 +82,13 @@ KIND_UNDER_TEST = {
         ddl_crash_points=("before_checkpoint",),
         copy_crash_points=("before_checkpoint",),
         sides_and_state=lambda p: (iceberg_checksums(p.catalog), p.state),
-        writes_with_spark=False,
+        default_line_only="it writes no table with Spark (pyiceberg, from the driver)",
     ),
 }
 # a kind's settings that change how its sink writes run the whole suite too
 KIND_UNDER_TEST["delta portable"] = replace(
-    KIND_UNDER_TEST["delta"], make=lambda request: request.getfixturevalue("lake_pipeline")(features="portable"))
+    KIND_UNDER_TEST["delta"], make=lambda request: request.getfixturevalue("lake_pipeline")(features="portable"),
+    default_line_only="the same Spark jobs as delta's, on tables of other properties")
 
 
 def test_every_kind_is_under_test():
@@ -97,8 +98,8 @@ def test_every_kind_is_under_test():
 @pytest.fixture(params=sorted(KIND_UNDER_TEST))
 def kind(request) -> Kind:
     under_test = KIND_UNDER_TEST[request.param]
-    if not under_test.writes_with_spark and SPARK_LINE != DEFAULT_LINE:
-        pytest.skip(f"{request.param} writes no table with Spark: proven on the default line, {DEFAULT_LINE}")
+    if under_test.default_line_only and SPARK_LINE != DEFAULT_LINE:
+        pytest.skip(f"{request.param}: {under_test.default_line_only}; proven on the default line, {DEFAULT_LINE}")
     return under_test
 
 
