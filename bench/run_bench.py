@@ -81,6 +81,12 @@ ROWS = [
      "the same batch into a 50k-row table", "delta_merge_growth", "<= 3"),
     ("Delta follower: one-row batch, spark-submit (s)", "delta_tiny_run_s", "delta_bare_spark_submit_s",
      "bare spark-submit with the Delta jars", "delta_tiny_run_minus_spark_submit_s", "<= +15 s"),
+    ("Iceberg follower: 1M-change batch merged (rows/s)", "iceberg_merge_rows_per_s", "iceberg_append_rows_per_s",
+     "pyiceberg's append of the same net rows", "iceberg_merge_vs_append", ">= 0.5"),
+    ("Iceberg follower: 10k changes into a 5M-row table (s)", "iceberg_merge_big_table_s",
+     "iceberg_merge_small_table_s", "the same batch into a 50k-row table", "iceberg_merge_growth", "<= 3"),
+    ("Iceberg follower: one-row batch, spark-submit (s)", "iceberg_tiny_run_s", "iceberg_bare_spark_submit_s",
+     "bare spark-submit", "iceberg_tiny_run_minus_spark_submit_s", "<= +15 s"),
     ("Delta follower on S3: 100k change rows over 1,000 tables (s)", "delta_merge_1000_tables_seconds",
      "delta_merge_1_tables_seconds", "the same rows in one table", "delta_tables_growth", "<= 3"),
     ("Delta follower on S3: 50 tables x 20 change rows (s)", "delta_small_batch_s", "mysql_small_batch_s",
@@ -166,6 +172,7 @@ def main() -> None:
                                   *schedule]))
     delta_args = ["bench/bench_delta.py", "--rows", str(args.merge_rows), "--big", str(args.delta_big_rows)]
     results.update(run_child(delta_args))
+    results.update(run_child(["bench/bench_iceberg.py", "--rows", str(args.merge_rows), "--big", str(args.delta_big_rows)]))
     results.update(run_child(["bench/bench_delta_tables.py", "--rows", str(args.tables_rows),
                               "--repeat", str(args.repeat)]))
     # the same with the lake on the local file system: what the object store's requests cost

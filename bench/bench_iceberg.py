@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Benchmark the merge into an Iceberg follower, each figure beside a reference from the same run.
+
+    .venv/bin/python bench/bench_iceberg.py --rows 1000000     (--rows 50000 --big 200000 for a quick check)
+
+The catalog is an Iceberg JDBC catalog in a database of a MariaDB server started here, the warehouse
+on the local file system (as ``bench_delta``'s lake), so the figures are the follower's own work.
+
+1. ``iceberg_merge_vs_append``: a batch of ``--rows`` change rows (bench_merge's workload: inserts,
+   updates, deletes) merged by the merge job's own code (``run_merge``) into an empty catalog,
+   against pyiceberg's plain append of the same net rows into a new table, in the same process.
+   Ratio = append seconds / merge seconds (target >= 0.5), the merge's second run (the first,
+   ``iceberg_merge_cold_s``, also pays the imports and the session's first work).
+2. ``iceberg_merge_growth``: one 10k-change batch (updates of keys spread over the whole key range)
+   merged into a ``--big``-row table, against the same batch into a table of 1% of its rows over the
+   same key range. Ratio = big seconds / small seconds (target <= 3: the cost follows the change,
+   not the table).
+3. ``iceberg_tiny_run_s``: the merge job's spark-submit for a one-row batch, beside a bare
+   spark-submit of an empty job (target <= bare + 15 s).
+
+Prints one JSON object as its last line. Servers started here are stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench")]
+
+from bench_merge import DB, PIPELINE, TABLE, leader_workload, position  # noqa: E402
+from local_services import MariaDBServer  # noqa: E402
+from mysql_cdc.capture.filters import TableFilter  # noqa: E402
+from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
+from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
+from mysql_cdc.kinds.iceberg import follower_spec as iceberg_follower_spec  # noqa: E402
+from mysql_cdc.kinds.iceberg.catalog import CatalogRef  # noqa: E402
+from mysql_cdc.kinds.iceberg.state import IcebergStateStore  # noqa: E402
+from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
+from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
+from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
+from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
+
+GROWTH_CHANGES = 10_000
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class Catalogs:
+    """Fresh catalogs (a database each) on the catalog server, their warehouses under ``work``."""
+
+    def __init__(self, server: MariaDBServer, work: Path):
+        self.server, self.work = server, work
+
+    def new(self, label: str) -> CatalogRef:
+        database = f"catalog_{label}_{uuid.uuid4().hex[:6]}"
+        self.server.run_sql([f"CREATE DATABASE {database}"])
+        return CatalogRef("lake", MySQLSettings(**self.server.conn_params()), database,
+                          StorageSpec(f"file://{self.work}/warehouse-{label}"))
+
+    def secrets(self, catalog: CatalogRef, storage: StorageSpec, start) -> JobSecrets:
+        """The merge job's secrets into ``catalog``, its state fresh at ``start`` (the state is the
+        server's, keyed by the pipeline: every merge here is the same pipeline's first)."""
+        self.server.run_sql(["DROP DATABASE IF EXISTS _mysql_cdc"])
+        IcebergStateStore(catalog).initialize(Checkpoint(PIPELINE, start))
+        return JobSecrets(iceberg_follower_spec(catalog), storage)
+
+
+def capture(settings: MySQLSettings, storage: StorageSpec, start, end, database: str = DB) -> str:
+    request = RangeRequest(PIPELINE, PositionRange(start, end), TableFilter((f"{database}.*",)))
+    batch = extract_range(settings, request, BatchTarget(open_store(storage)))
+    return f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
+
+
+def merge_vs_append(spark, catalogs: Catalogs, leader: MariaDBServer, settings, storage, rows: int) -> dict:
+    from mysql_cdc.merge.job import run_merge
+
+    start = position(settings)
+    leader_workload(leader, rows)
+    uri = capture(settings, storage, start, position(settings))
+    seconds, catalog = [], None
+    for attempt in ("cold", "warm"):
+        catalog = catalogs.new(f"merge_{attempt}")
+        secrets = catalogs.secrets(catalog, storage, start)
+        log(f"merging {rows:,} change rows into Iceberg ({attempt}) ...")
+        started = time.monotonic()
+        run_merge(spark, uri, secrets)
+        seconds.append(time.monotonic() - started)
+    cold_s, merge_s = seconds
+    opened = catalog.open()
+    net = opened.load_table((DB, TABLE)).scan().to_arrow()
+    log(f"appending the same {net.num_rows:,} net rows to a new Iceberg table ...")
+    target = catalogs.new("append").open()
+    target.create_namespace(DB)
+    table = target.create_table((DB, TABLE), schema=net.schema)
+    started = time.monotonic()
+    table.append(net)
+    append_s = time.monotonic() - started
+    return {"iceberg_merge_s": round(merge_s, 2), "iceberg_merge_cold_s": round(cold_s, 2),
+            "iceberg_append_s": round(append_s, 2), "iceberg_net_rows": net.num_rows,
+            "iceberg_merge_rows_per_s": round(net.num_rows / merge_s),
+            "iceberg_append_rows_per_s": round(net.num_rows / append_s),
+            "iceberg_merge_vs_append": round(append_s / merge_s, 3)}
+
+
+def growth(spark, catalogs: Catalogs, leader: MariaDBServer, settings, storage, big: int) -> dict:
+    """One batch of GROWTH_CHANGES updates over keys spread on [0, big), into a big table and into
+    a table of 1% of its rows over the same key range (both holding every updated key)."""
+    import pyarrow as pa
+
+    from mysql_cdc.contracts import ColumnSpec
+    from mysql_cdc.kinds.iceberg.tables import batch_schema, create_table
+    from mysql_cdc.merge.job import run_merge
+
+    step = big // GROWTH_CHANGES
+    database = f"g{DB}"
+    leader.run_sql([f"CREATE DATABASE {database}", f"CREATE TABLE {database}.{TABLE} (id BIGINT PRIMARY KEY, v INT)",
+                    f"INSERT INTO {database}.{TABLE} SELECT seq * {step}, 0 FROM {database}.seq_0_to_{GROWTH_CHANGES - 1}"])
+    start = position(settings)
+    leader.run_sql([f"UPDATE {database}.{TABLE} SET v = v + 1"])
+    uri = capture(settings, storage, start, position(settings), database)
+    columns = (ColumnSpec("id", "bigint", "int64", False), ColumnSpec("v", "int", "int32"))
+    seconds = {}
+    for label, rows in (("small", big // 100), ("big", big)):
+        catalog = catalogs.new(f"growth_{label}")
+        secrets = catalogs.secrets(catalog, storage, start)
+        # the table as the merge job creates it (its properties), filled with keys spread over [0, big)
+        schema = batch_schema(columns, f"{database}.{TABLE}")
+        table = create_table(catalog.open(), database, TABLE, schema, None)
+        stride = big // rows
+        table.append(pa.table({"id": pa.array(range(0, big, stride), pa.int64()),
+                               "v": pa.array([0] * len(range(0, big, stride)), pa.int32())}, schema=schema))
+        log(f"merging {GROWTH_CHANGES:,} updates into a {rows:,}-row Iceberg table ...")
+        started = time.monotonic()
+        run_merge(spark, uri, secrets)
+        seconds[label] = time.monotonic() - started
+    return {"iceberg_merge_small_table_s": round(seconds["small"], 2),
+            "iceberg_merge_big_table_s": round(seconds["big"], 2),
+            "iceberg_merge_growth": round(seconds["big"] / seconds["small"], 3), "iceberg_growth_big_rows": big}
+
+
+def submit(args: list[str], env: dict) -> float:
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           "--driver-java-options", driver_java_options({}, DEFAULT_LINE)[DRIVER_JAVA_OPTIONS]]
+    started = time.monotonic()
+    result = subprocess.run(cmd + args, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"spark-submit failed:\n{(result.stdout + result.stderr)[-4000:]}")
+    return time.monotonic() - started
+
+
+def tiny_run(catalogs: Catalogs, leader: MariaDBServer, settings, storage, work: Path) -> dict:
+    database = f"t{DB}"
+    leader.run_sql([f"CREATE DATABASE {database}", f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v INT)"])
+    start = position(settings)
+    leader.run_sql([f"INSERT INTO {database}.t VALUES (1, 1)"])
+    uri = capture(settings, storage, start, position(settings), database)
+    secrets = catalogs.secrets(catalogs.new("tiny"), storage, start)
+    secrets_file = work / "secrets.json"
+    secrets.write(str(secrets_file))
+    env = {**os.environ, SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable}
+    env.pop("PYTHONPATH", None)
+    py_files = build_py_files(work)
+    log("a one-row batch into Iceberg with spark-submit, and a bare spark-submit ...")
+    tiny = submit(["--py-files", py_files, str(MERGE_JOB), "--manifest-uri", uri], env)
+    bare = submit([str(REPO / "bench" / "noop_job.py")], env)
+    return {"iceberg_tiny_run_s": round(tiny, 1), "iceberg_bare_spark_submit_s": round(bare, 1),
+            "iceberg_tiny_run_minus_spark_submit_s": round(tiny - bare, 1)}
+
+
+def main() -> int:
+    from bench_delta import spark_session
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="change rows of the merge-vs-append batch")
+    parser.add_argument("--big", type=int, default=5_000_000, help="rows of the big table of the growth figure")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-iceberg-"))
+    leader = MariaDBServer(work, "leader", server_id=1, binlog=True, die_with_parent=True)
+    catalog_server = MariaDBServer(work, "catalog", server_id=2, binlog=False, die_with_parent=True)
+    try:
+        leader.start()
+        catalog_server.start()
+        settings = MySQLSettings(**leader.create_user(
+            "bench_reader", "bench_pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"]))
+        storage = StorageSpec(f"file://{work}/batches")
+        catalogs = Catalogs(catalog_server, work)
+        spark = spark_session()  # the merge job's session (a copy or a large netting would use it)
+        results = {}
+        results.update(merge_vs_append(spark, catalogs, leader, settings, storage, args.rows))
+        results.update(growth(spark, catalogs, leader, settings, storage, args.big))
+        spark.stop()
+        results.update(tiny_run(catalogs, leader, settings, storage, work))
+    finally:
+        catalog_server.stop()
+        leader.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
