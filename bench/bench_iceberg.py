@@ -121,7 +121,8 @@ def growth(spark, catalogs: Catalogs, leader: MariaDBServer, settings, storage, 
     import pyarrow as pa
 
     from mysql_cdc.contracts import ColumnSpec
-    from mysql_cdc.kinds.iceberg.tables import batch_schema, create_table
+    from mysql_cdc.kinds.iceberg.tables import create_table
+    from mysql_cdc.kinds.iceberg.types import iceberg_schema
     from mysql_cdc.merge.job import run_merge
 
     step = big // GROWTH_CHANGES
@@ -137,7 +138,7 @@ def growth(spark, catalogs: Catalogs, leader: MariaDBServer, settings, storage, 
         catalog = catalogs.new(f"growth_{label}")
         secrets = catalogs.secrets(catalog, storage, start)
         # the table as the merge job creates it (its properties), filled with keys spread over [0, big)
-        schema = batch_schema(columns, f"{database}.{TABLE}")
+        schema = iceberg_schema(columns, f"{database}.{TABLE}")
         table = create_table(catalog.open(), database, TABLE, schema, None)
         stride = big // rows
         table.append(pa.table({"id": pa.array(range(0, big, stride), pa.int64()),

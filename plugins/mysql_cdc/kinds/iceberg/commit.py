@@ -241,11 +241,11 @@ def conform(rows: pa.Table, iceberg_schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def spelled(rows: pa.Table, table: "Table") -> pa.Table:
-    """``rows`` with their columns named as the table spells them (MySQL's names ignore case, and a
-    rename that changed only a column's case left the table's as it was)."""
+def spelling(table: "Table"):
+    """A column name as the table spells it (MySQL's names ignore case, and a rename that changed
+    only a column's case left the table's as it was); a name it lacks as it is."""
     names = {f.name.lower(): f.name for f in table.schema().fields}
-    return rows.rename_columns([names.get(n.lower(), n) for n in rows.column_names])
+    return lambda name: names.get(name.lower(), name)
 
 
 def _without_values(rows: pa.Table, values: pa.Table) -> pa.Table:

@@ -29,10 +29,10 @@ from ...merge.report import TableReport
 from ...merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
 from . import ddl
 from .catalog import CatalogRef
-from .commit import CommitId, TableCommit, spelled
+from .commit import CommitId, TableCommit, spelling
 from .state import ensure_cut_table, move_with_cut, read_cut
-from .tables import batch_schema, create_table, mark, schema_changes
-from .types import to_iceberg
+from .tables import create_table, mark, schema_changes
+from .types import iceberg_schema, to_iceberg
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class IcebergSink(Sink[IcebergTarget]):
         """The table, created from the batch's columns when missing, its columns the batch's (added,
         widened) when they differ in a way Iceberg changes in place."""
         name = changes.qualified_name
-        schema = batch_schema(changes.columns, name)
+        schema = iceberg_schema(changes.columns, name)
         table = self.load(changes.database, changes.table)
         if table is None:
             create_table(self.catalog, changes.database, changes.table, schema, None)
@@ -156,13 +156,12 @@ class IcebergSink(Sink[IcebergTarget]):
         change = TableCommit(table, commit_id)
         if change.done:
             return table.current_snapshot().snapshot_id
-        net = spelled(staged.net, table)
-        columns = spelled(pa.table({c.name: [] for c in changes.columns}), table).column_names
+        name_in_table = spelling(table)
+        net = staged.net.rename_columns([name_in_table(n) for n in staged.net.column_names])
         if changes.key_columns:
-            keys = [columns[[c.name for c in changes.columns].index(k)] for k in changes.key_columns]
-            change.upsert(net, keys)
+            change.upsert(net, [name_in_table(k) for k in changes.key_columns])
         else:
-            change.rewrite_multiset(net, columns)
+            change.rewrite_multiset(net, [name_in_table(c.name) for c in changes.columns])
         if change.commit() is None:
             # nothing to write (a keyless table's inserts and deletes cancelled out): the table still
             # records the position, and its snapshot the columns the batch gave it
@@ -189,7 +188,7 @@ class IcebergSink(Sink[IcebergTarget]):
         self.expect(checkpoint)
         started = time.monotonic()
         frame, (report.inserted, report.updated, report.deleted) = copy.rows()
-        schema = batch_schema(segment.columns, name)
+        schema = iceberg_schema(segment.columns, name)
         rows = (to_iceberg(frame.toArrow(), segment.columns, name) if frame is not None
                 else schema.empty_table())
         report.stage_seconds = time.monotonic() - started

@@ -11,14 +11,12 @@ snapshot, and a snapshot's schema is the table's as of the position it carries.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ...contracts import ColumnSpec
 from ...merge.errors import FollowerSchemaError
 from .commit import CommitId
-from .types import iceberg_arrow_type
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -53,10 +51,6 @@ def spark_sql_arrow(lake_type: str) -> pa.DataType:
 
 def identifier(database: str, table: str) -> tuple[str, str]:
     return (database, table)
-
-
-def batch_schema(columns: Sequence[ColumnSpec], where: str) -> pa.Schema:
-    return pa.schema([pa.field(c.name, iceberg_arrow_type(c, where)) for c in columns])
 
 
 def create_table(catalog, database: str, table: str, schema: pa.Schema, commit_id: CommitId | None) -> "Table":

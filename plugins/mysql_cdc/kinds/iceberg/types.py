@@ -47,8 +47,9 @@ def iceberg_arrow_type(column: ColumnSpec, where: str) -> pa.DataType:
 
 
 def iceberg_schema(columns: Sequence[ColumnSpec], where: str) -> pa.Schema:
-    """The Arrow schema an Iceberg table of these columns is created from."""
-    return pa.schema([pa.field(c.name, iceberg_arrow_type(c, where), nullable=c.nullable) for c in columns])
+    """The Arrow schema an Iceberg table of these columns is created from: every column optional
+    (Iceberg makes a required column optional, never the reverse; the leader enforces its NOT NULL)."""
+    return pa.schema([pa.field(c.name, iceberg_arrow_type(c, where)) for c in columns])
 
 
 def to_iceberg(rows: pa.Table, columns: Sequence[ColumnSpec], where: str) -> pa.Table:
