@@ -43,18 +43,20 @@ class CatalogRef:
         from pyiceberg.catalog import MetastoreCatalog
         from pyiceberg.catalog.sql import SqlCatalog
         from sqlalchemy import create_engine
-        from sqlalchemy.pool import NullPool
 
         server, database = self.server, self.database
 
         class _Catalog(SqlCatalog):
             # SqlCatalog makes its engine from a URL; ours connects with the product's settings
-            # (TLS as configured; no password in a URL that an error message could print)
+            # (TLS as configured; no password in a URL that an error message could print). Its
+            # connections are pooled: every catalog call (a table's load, its commit) takes one, and
+            # a new connection's TLS set-up alone costs ~60 ms here (13 of a 50-table merge's 20 s
+            # before the pool), checked with a ping when taken again
             def __init__(self, name: str, **properties: str):
                 MetastoreCatalog.__init__(self, name, **properties)
                 self.engine = create_engine("mysql+pymysql://", creator=lambda: server.connect(database=database,
                                                                                              autocommit=False),
-                                            poolclass=NullPool)
+                                            pool_pre_ping=True, pool_size=2, max_overflow=8)
                 self._init_catalog()
 
         return _Catalog(self.name, uri="mysql+pymysql://", warehouse=self.warehouse.uri, **self.file_io_properties())
