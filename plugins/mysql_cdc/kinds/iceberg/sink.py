@@ -61,6 +61,9 @@ class IcebergSink(Sink[IcebergTarget]):
         self.ref = catalog
         self._catalog = None
         self.job: BatchJob | None = None
+        # the tables ``check_tables`` loaded for the segment, which their commits start from (nothing
+        # else writes them meanwhile: one merge of a pipeline at a time); a commit takes its table out
+        self._checked: dict[str, Any] = {}
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "IcebergSink":
@@ -136,13 +139,14 @@ class IcebergSink(Sink[IcebergTarget]):
         schema = iceberg_schema(changes.columns, name)
         table = self.load(changes.database, changes.table)
         if table is None:
-            create_table(self.catalog, changes.database, changes.table, schema, None)
+            table = create_table(self.catalog, changes.database, changes.table, schema, None)
         else:
             updates = schema_changes(table, schema, name)
             if updates:
                 with table.update_schema() as update:
                     for change in updates:
                         change(update)
+        self._checked[name] = table
         return IcebergTarget(changes.database, changes.table)
 
     def segment(self, job: BatchJob, segment: RowSegment, expected: Checkpoint) -> "IcebergSegmentWriter":
@@ -152,7 +156,7 @@ class IcebergSink(Sink[IcebergTarget]):
         """One table's snapshot of its net rows (none when it holds them already); returns the table's
         snapshot id after it."""
         changes = staged.changes
-        table = self.load(changes.database, changes.table)
+        table = self._checked.pop(changes.qualified_name, None) or self.load(changes.database, changes.table)
         change = TableCommit(table, commit_id)
         if change.done:
             return table.current_snapshot().snapshot_id
@@ -267,3 +271,4 @@ class IcebergSegmentWriter(SegmentWriter[IcebergTarget]):
     def discard(self) -> None:
         with self._lock:
             self._staged = {}
+        self.sink._checked.clear()
