@@ -27,6 +27,7 @@ from ...crash_points import crash_point
 from ...merge.errors import CheckpointError, TableCommitError
 from ...merge.report import TableReport
 from ...merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
+from ...server_state.checkpoint import read_checkpoint
 from . import ddl
 from .catalog import CatalogRef
 from .commit import CommitId, TableCommit, spelling
@@ -95,8 +96,6 @@ class IcebergSink(Sink[IcebergTarget]):
 
     def expect(self, expected: Checkpoint) -> dict[str, int]:
         """The cut at ``expected`` (a ``CheckpointError`` when the checkpoint is elsewhere)."""
-        from ...server_state.checkpoint import read_checkpoint
-
         conn = self._state()
         try:
             current = require_checkpoint(read_checkpoint(conn, expected.pipeline), expected.pipeline)
@@ -111,8 +110,6 @@ class IcebergSink(Sink[IcebergTarget]):
         conn = self._state()
         try:
             if not move_with_cut(conn, expected, done, cut, positions):
-                from ...server_state.checkpoint import read_checkpoint
-
                 raise _moved(expected, read_checkpoint(conn, expected.pipeline))
         finally:
             conn.close()
