@@ -44,6 +44,7 @@ from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, 
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
+from mysql_cdc.kinds.base import SubmitNeeds  # noqa: E402
 from mysql_cdc.kinds.delta.submit import submit_needs  # noqa: E402
 from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
@@ -72,8 +73,9 @@ def spark_session():
     return spark
 
 
-def capture(settings: MySQLSettings, storage: StorageSpec, start, end):
-    request = RangeRequest(PIPELINE, PositionRange(start, end), TableFilter((f"{DB}.*",)))
+def capture(settings: MySQLSettings, storage: StorageSpec, start, end, database: str = DB):
+    """The range's batch of ``database``'s tables, and its manifest's URI."""
+    request = RangeRequest(PIPELINE, PositionRange(start, end), TableFilter((f"{database}.*",)))
     batch = extract_range(settings, request, BatchTarget(open_store(storage)))
     return batch, f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
 
@@ -147,10 +149,11 @@ def growth(spark, leader: MariaDBServer, settings, storage, work: Path, big: int
             "delta_merge_growth": round(seconds["big"] / seconds["small"], 3), "delta_growth_big_rows": big}
 
 
-def submit(args: list[str], env: dict) -> float:
-    needs = submit_needs(DEFAULT_LINE)
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           "--jars", ",".join(needs.jars)]
+def submit(args: list[str], env: dict, needs: SubmitNeeds = SubmitNeeds()) -> float:
+    """Seconds a local spark-submit of ``args`` takes, with a kind's ``needs`` (jars, properties)."""
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+    if needs.jars:
+        cmd += ["--jars", ",".join(needs.jars)]
     # the driver's Java options the merge task gives every submit (packaging.driver_java_options),
     # to the merge and to the bare reference alike
     cmd += ["--driver-java-options", driver_java_options({}, DEFAULT_LINE)[DRIVER_JAVA_OPTIONS]]
@@ -176,9 +179,10 @@ def tiny_run(leader: MariaDBServer, settings, storage, work: Path) -> dict:
     env.pop("PYTHONPATH", None)
     py_files = build_py_files(work)
     log("a one-row batch into a lake with spark-submit, and a bare spark-submit ...")
+    needs = submit_needs(DEFAULT_LINE)
     tiny = submit(["--py-files", py_files, str(MERGE_JOB), "--manifest-uri",
-                   f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"], env)
-    bare = submit([str(REPO / "bench" / "noop_job.py")], env)
+                   f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"], env, needs)
+    bare = submit([str(REPO / "bench" / "noop_job.py")], env, needs)
     return {"delta_tiny_run_s": round(tiny, 1), "delta_bare_spark_submit_s": round(bare, 1),
             "delta_tiny_run_minus_spark_submit_s": round(tiny - bare, 1)}
 

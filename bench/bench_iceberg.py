@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,19 +36,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench")]
 
+from bench_delta import capture, spark_session, submit  # noqa: E402  (the Delta bench's capture, session and spark-submit)
 from bench_merge import DB, PIPELINE, TABLE, leader_workload, position  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
-from mysql_cdc.capture.filters import TableFilter  # noqa: E402
-from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
-from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
+from mysql_cdc.contracts import Checkpoint  # noqa: E402
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
 from mysql_cdc.kinds.iceberg import follower_spec as iceberg_follower_spec  # noqa: E402
 from mysql_cdc.kinds.iceberg.catalog import CatalogRef  # noqa: E402
 from mysql_cdc.kinds.iceberg.state import IcebergStateStore  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
-from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
-from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
-from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
+from mysql_cdc.packaging import MERGE_JOB, build_py_files  # noqa: E402
+from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 GROWTH_CHANGES = 10_000
 
@@ -78,18 +75,12 @@ class Catalogs:
         return JobSecrets(iceberg_follower_spec(catalog), storage)
 
 
-def capture(settings: MySQLSettings, storage: StorageSpec, start, end, database: str = DB) -> str:
-    request = RangeRequest(PIPELINE, PositionRange(start, end), TableFilter((f"{database}.*",)))
-    batch = extract_range(settings, request, BatchTarget(open_store(storage)))
-    return f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
-
-
 def merge_vs_append(spark, catalogs: Catalogs, leader: MariaDBServer, settings, storage, rows: int) -> dict:
     from mysql_cdc.merge.job import run_merge
 
     start = position(settings)
     leader_workload(leader, rows)
-    uri = capture(settings, storage, start, position(settings))
+    _, uri = capture(settings, storage, start, position(settings))
     seconds, catalog = [], None
     for attempt in ("cold", "warm"):
         catalog = catalogs.new(f"merge_{attempt}")
@@ -131,7 +122,7 @@ def growth(spark, catalogs: Catalogs, leader: MariaDBServer, settings, storage, 
                     f"INSERT INTO {database}.{TABLE} SELECT seq * {step}, 0 FROM {database}.seq_0_to_{GROWTH_CHANGES - 1}"])
     start = position(settings)
     leader.run_sql([f"UPDATE {database}.{TABLE} SET v = v + 1"])
-    uri = capture(settings, storage, start, position(settings), database)
+    _, uri = capture(settings, storage, start, position(settings), database)
     columns = (ColumnSpec("id", "bigint", "int64", False), ColumnSpec("v", "int", "int32"))
     seconds = {}
     for label, rows in (("small", big // 100), ("big", big)):
@@ -152,22 +143,12 @@ def growth(spark, catalogs: Catalogs, leader: MariaDBServer, settings, storage, 
             "iceberg_merge_growth": round(seconds["big"] / seconds["small"], 3), "iceberg_growth_big_rows": big}
 
 
-def submit(args: list[str], env: dict) -> float:
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           "--driver-java-options", driver_java_options({}, DEFAULT_LINE)[DRIVER_JAVA_OPTIONS]]
-    started = time.monotonic()
-    result = subprocess.run(cmd + args, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"spark-submit failed:\n{(result.stdout + result.stderr)[-4000:]}")
-    return time.monotonic() - started
-
-
 def tiny_run(catalogs: Catalogs, leader: MariaDBServer, settings, storage, work: Path) -> dict:
     database = f"t{DB}"
     leader.run_sql([f"CREATE DATABASE {database}", f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v INT)"])
     start = position(settings)
     leader.run_sql([f"INSERT INTO {database}.t VALUES (1, 1)"])
-    uri = capture(settings, storage, start, position(settings), database)
+    _, uri = capture(settings, storage, start, position(settings), database)
     secrets = catalogs.secrets(catalogs.new("tiny"), storage, start)
     secrets_file = work / "secrets.json"
     secrets.write(str(secrets_file))
@@ -182,8 +163,6 @@ def tiny_run(catalogs: Catalogs, leader: MariaDBServer, settings, storage, work:
 
 
 def main() -> int:
-    from bench_delta import spark_session
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="change rows of the merge-vs-append batch")
     parser.add_argument("--big", type=int, default=5_000_000, help="rows of the big table of the growth figure")

@@ -5,25 +5,31 @@ the product's reader) at the snapshot ids the state records: the consistent cut.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import uuid
 from collections import Counter
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
 from lake_helpers import _plain, leader_columns, leader_rows
 from merge_helpers import Pipeline, submit_job, table_names
-from mysql_cdc.capture.filters import TableFilter
-from mysql_cdc.capture.snapshot.copy import snapshot_tables
-from mysql_cdc.contracts import ChangeBatch, Checkpoint
+from mysql_cdc.contracts import ChangeBatch
 from mysql_cdc.job_secrets import JobSecrets
 from mysql_cdc.kinds.iceberg import follower_spec as iceberg_follower_spec
 from mysql_cdc.kinds.iceberg.catalog import CatalogRef
 from mysql_cdc.kinds.iceberg.state import IcebergStateStore
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.packaging import MERGE_JOB
-from mysql_cdc.pipeline_options import SnapshotOptions
 from mysql_cdc.storage import StorageSpec
+
+REPO = Path(__file__).resolve().parents[2]
+DUCKDB_SITE = REPO / ".local" / "readers" / "duckdb-iceberg" / "site"
 
 
 @dataclass
@@ -47,27 +53,6 @@ class IcebergPipeline(Pipeline):
     @property
     def secrets(self) -> JobSecrets:
         return JobSecrets(iceberg_follower_spec(self.catalog), self.storage)
-
-    def start(self) -> "IcebergPipeline":
-        from merge_helpers import leader_position
-
-        self.position = leader_position(self.leader_settings)
-        self.state.initialize(Checkpoint(self.name, self.position))
-        return self
-
-    def snapshot(self, only=None, options: SnapshotOptions = SnapshotOptions()) -> ChangeBatch:
-        batch = snapshot_tables(self.leader_settings, self.storage, self.name, TableFilter((f"{self.database}.*",)),
-                                only, options=options)
-        checkpoint = self.state.start_snapshot(batch)
-        self.position = max(self.position, checkpoint.position) if self.position else checkpoint.position
-        self.batches.append(batch)
-        return batch
-
-    def table_positions(self):
-        return self.state.table_positions(self.name)
-
-    def checkpoint(self) -> Checkpoint | None:
-        return self.state.checkpoint(self.name)
 
     def cut(self) -> dict[str, int]:
         return self.state.table_versions(self.name)
@@ -102,3 +87,30 @@ def assert_iceberg_equals_leader(pipeline: IcebergPipeline, database: str | None
         actual = iceberg_rows(pipeline, database, table, cut[f"{database}.{table}"])
         missing, extra = expected - actual, actual - expected
         assert not missing and not extra, f"{table}: missing in the catalog {dict(missing)}, extra {dict(extra)}"
+
+
+DUCKDB_READ = """
+import sys
+import duckdb
+import duckdb_ext
+from pathlib import Path
+metadata, out = sys.argv[1], sys.argv[2]
+con = duckdb.connect()
+for name in ("avro", "iceberg"):
+    con.execute(f"LOAD '{next(Path(duckdb_ext.__path__[0]).glob(f'extensions/*/*/{name}.duckdb_extension'))}'")
+con.execute(f"COPY (SELECT * FROM iceberg_scan('{metadata}')) TO '{out}' (FORMAT parquet)")
+"""
+
+
+def duckdb_iceberg_scan(metadata_location: str, work: Path) -> pa.Table:
+    """The rows of the table whose metadata file is ``metadata_location`` (its current snapshot) as
+    DuckDB's Iceberg extension reads them, in a process of its own: the extension is built for
+    DuckDB 1.4, the venv's DuckDB is 2.0 (``make readers``)."""
+    if not (DUCKDB_SITE / "duckdb_ext").is_dir():
+        pytest.fail(f"DuckDB's Iceberg extension is not installed in {DUCKDB_SITE}: run `make readers`")
+    out = work / f"duckdb-{uuid.uuid4().hex[:8]}.parquet"
+    done = subprocess.run([sys.executable, "-c", DUCKDB_READ, metadata_location.removeprefix("file://"), str(out)],
+                          env={**os.environ, "PYTHONPATH": str(DUCKDB_SITE)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return pq.read_table(out)

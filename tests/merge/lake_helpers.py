@@ -6,6 +6,7 @@ own reader) at the consistent cut the state records."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import struct
 import subprocess
 from collections import Counter
@@ -17,14 +18,11 @@ import pyarrow as pa
 
 from merge_helpers import Pipeline, _fetch, submit_job, table_names
 from spark_under_test import SPARK_LINE
-from mysql_cdc.capture.filters import TableFilter
-from mysql_cdc.capture.snapshot.copy import snapshot_tables
-from mysql_cdc.contracts import ChangeBatch, Checkpoint
+from mysql_cdc.contracts import ChangeBatch
 from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec
 from mysql_cdc.kinds.delta.options import LakeOptions, PartitionBy
 from mysql_cdc.packaging import MAINTAIN_JOB, MERGE_JOB
 from mysql_cdc.job_secrets import JobSecrets
-from mysql_cdc.pipeline_options import SnapshotOptions
 from mysql_cdc.kinds.delta.state import DeltaStateStore
 from mysql_cdc.kinds.delta.state.location import LakeLocation
 from mysql_cdc.kinds.delta.submit import submit_needs
@@ -55,27 +53,6 @@ class LakePipeline(Pipeline):
     @property
     def secrets(self) -> JobSecrets:
         return JobSecrets(delta_follower_spec(self.lake, self.options), self.storage)
-
-    def start(self) -> "LakePipeline":
-        from merge_helpers import leader_position
-
-        self.position = leader_position(self.leader_settings)
-        self.state.initialize(Checkpoint(self.name, self.position))
-        return self
-
-    def snapshot(self, only=None, options: SnapshotOptions = SnapshotOptions()) -> ChangeBatch:
-        batch = snapshot_tables(self.leader_settings, self.storage, self.name, TableFilter((f"{self.database}.*",)),
-                                only, options=options)
-        checkpoint = self.state.start_snapshot(batch)
-        self.position = max(self.position, checkpoint.position) if self.position else checkpoint.position
-        self.batches.append(batch)
-        return batch
-
-    def table_positions(self):
-        return self.state.table_positions(self.name)
-
-    def checkpoint(self) -> Checkpoint | None:
-        return self.state.checkpoint(self.name)
 
     def cut(self):
         from mysql_cdc.kinds.delta.state.cut import read_cut
@@ -177,3 +154,54 @@ def changelog(pipeline: LakePipeline, table: str) -> list[dict]:
                        storage_options=location.storage_options())
     return pa.table(QueryBuilder().register("t", delta).execute(
         "SELECT * FROM t ORDER BY _change_seq").read_all()).to_pylist()
+
+
+# -- a workload and a reader's rows, for the tests that read a lake with the readers users have ------
+
+
+def first_statements(db: str) -> list[str]:
+    return [
+        f"CREATE DATABASE {db}", f"USE {db}",
+        "CREATE TABLE owner (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, since DATETIME(6) NULL,"
+        " balance DECIMAL(12,2) NOT NULL, gone INT)",
+        "CREATE TABLE pet (name VARCHAR(20), species VARCHAR(20), birth DATE)",
+        "INSERT INTO owner VALUES (1, 'Harold', '2020-01-01 10:00:00.5', 10.25, 1), (2, 'Gwen', NULL, 0, 2),"
+        " (3, 'Benny', '1999-12-31 23:59:59.999999', -3.5, 3)",
+        "INSERT INTO pet VALUES ('Buffy', 'dog', '1989-05-13'), ('Buffy', 'dog', '1989-05-13'), ('Claws', 'cat', NULL)",
+    ]
+
+
+def later_statements(db: str) -> list[str]:
+    return [
+        f"USE {db}",
+        "UPDATE owner SET name = 'Harold H', balance = balance + 1 WHERE id = 1",
+        "UPDATE owner SET id = 30 WHERE id = 3",  # a key change
+        "DELETE FROM owner WHERE id = 2",
+        "DELETE FROM pet WHERE name = 'Buffy' LIMIT 1",  # one of two equal rows
+        "ALTER TABLE owner RENAME COLUMN name TO full_name",
+        "ALTER TABLE owner DROP COLUMN gone",
+        "ALTER TABLE owner ADD COLUMN tier SMALLINT",
+        "INSERT INTO owner VALUES (4, 'Ada', '2024-02-29 12:00:00', 99.99, 2)",
+        "UPDATE owner SET tier = 1 WHERE id = 1",
+        "INSERT INTO pet VALUES ('Whistler', 'bird', '1997-12-09')",
+    ]
+
+
+def python_value(value):
+    """A pandas value as the others give it (a Timestamp as a datetime, a missing value as None)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if hasattr(value, "to_pydatetime"):  # pandas' Timestamp (NaT is caught by isna below)
+        return None if str(value) == "NaT" else value.to_pydatetime()
+    if hasattr(value, "item"):  # a numpy scalar
+        return value.item()
+    return value
+
+
+def reader_rows(rows: list[dict], columns: list[tuple[str, str]]) -> Counter:
+    """A reader's rows as ``leader_rows`` gives the leader's (column order and spelling the leader's)."""
+    def row_tuple(row: dict) -> tuple:
+        by_name = {k.lower(): v for k, v in row.items()}
+        return tuple(_plain(python_value(by_name[c.lower()]), t) for c, t in columns)
+
+    return Counter(row_tuple(r) for r in rows)

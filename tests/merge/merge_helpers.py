@@ -20,7 +20,7 @@ from mysql_cdc.capture.snapshot.copy import snapshot_tables
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec
 from mysql_cdc.pipeline_options import ExtractOptions, SnapshotOptions
 from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, ChangeBatch, Checkpoint, PositionRange
-from mysql_cdc.server_state.checkpoint import ensure_state_tables, read_checkpoint, read_table_positions, start_snapshot, write_checkpoint
+from mysql_cdc.server_state import MySQLStateStore
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets
 from mysql_cdc.mysql_server import MySQLSettings
@@ -56,16 +56,21 @@ class Pipeline:
     def store(self):
         return self.storage.open()
 
+    @property
+    def state(self):
+        """The pipeline's state store: the follower kind's (a subclass for a lake says which)."""
+        return MySQLStateStore(self.follower_settings)
+
     def start(self) -> "Pipeline":
-        """Checkpoint the follower at the leader's current position: the first captured range
+        """Checkpoint the pipeline at the leader's current position: the first captured range
         starts there, with the CREATE DATABASE, so DDL replay builds the follower."""
         self.position = leader_position(self.leader_settings)
-        conn = self.follower.connect()
-        try:
-            ensure_state_tables(conn)
-            write_checkpoint(conn, Checkpoint(self.name, self.position))
-        finally:
-            conn.close()
+        start, current = Checkpoint(self.name, self.position), self.state.checkpoint(self.name)
+        if current is None:
+            self.state.initialize(start)
+        else:  # started again (a test moving the pipeline's beginning): the checkpoint moves there
+            moved = self.state.move(current, start)
+            assert moved, f"{self.name}: the checkpoint moved while the test restarted the pipeline"
         return self
 
     def capture(self, workload: Iterable[str] | Callable[[], None], database: str | None = None) -> ChangeBatch:
@@ -82,21 +87,13 @@ class Pipeline:
         position (a first snapshot: the copy's position)."""
         batch = snapshot_tables(self.leader_settings, self.storage, self.name, TableFilter((f"{self.database}.*",)),
                                 only, options=options)
-        conn = self.follower.connect()
-        try:
-            checkpoint = start_snapshot(conn, batch)
-        finally:
-            conn.close()
+        checkpoint = self.state.start_snapshot(batch)
         self.position = max(self.position, checkpoint.position) if self.position else checkpoint.position
         self.batches.append(batch)
         return batch
 
     def table_positions(self):
-        conn = self.follower.connect()
-        try:
-            return read_table_positions(conn, self.name)
-        finally:
-            conn.close()
+        return self.state.table_positions(self.name)
 
     def extract(self, start: BinlogPosition, end: BinlogPosition, options: ExtractOptions | None = None) -> ChangeBatch:
         """The range's batch, read by one reader (or in parts, as the extract task reads a long
@@ -114,11 +111,7 @@ class Pipeline:
         return f"{self.storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
 
     def checkpoint(self) -> Checkpoint | None:
-        conn = self.follower.connect()
-        try:
-            return read_checkpoint(conn, self.name)
-        finally:
-            conn.close()
+        return self.state.checkpoint(self.name)
 
     def scratch_files(self) -> list[str]:
         """The merge job's load files left in the batch store (a finished merge leaves none)."""

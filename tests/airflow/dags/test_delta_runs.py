@@ -6,44 +6,16 @@ lake at its consistent cut equals the leader, and the pipeline's figures come fr
 
 from __future__ import annotations
 
-import json
 import os
 from decimal import Decimal
-import re
-import uuid
 from pathlib import Path
 
-import pytest
-import yaml
-
-from lake_helpers import LakePipeline, assert_lake_equals_leader, changelog
-from merge_helpers import Pipeline
+from lake_helpers import assert_lake_equals_leader, changelog
 from spark_under_test import SPARK
 from mysql_cdc.pipeline_config import load_pipelines
-from mysql_cdc.mysql_server import MySQLSettings
-from mysql_cdc.storage import StorageSpec
 from mysql_cdc.ui.data import read_pipeline
 
-SUCCESS, FAILED = "success", "failed"
-
-
-@pytest.fixture
-def lake_dag(leader, leader_user, follower, follower_user, tmp_path, airflow_connections):
-    db = f"dl_{uuid.uuid4().hex[:8]}"
-    name = f"cdc_{db}"
-    lake = StorageSpec(f"file://{tmp_path / 'lake'}")
-    Path(os.environ["CDC_PIPELINES_FILE"]).write_text(yaml.safe_dump({"pipelines": [{
-        "name": name, "schedule": None, "leader_conn_id": "mysql_leader",
-        "follower": {"kind": "delta", "location": lake.uri, "changelog": True},
-        "storage_uri": f"file://{tmp_path / 'batches'}", "include": [f"{db}.*"], "start_position": "snapshot",
-        "wait_timeout": 3, "poke_interval": 1, "retries": 1, "retry_delay": 1,
-        "verify": {"schedule": None, "chunk_rows": 1, "rechecks": 0}}]}))
-    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))",
-                    f"CREATE TABLE {db}.pet (name VARCHAR(20), species VARCHAR(20))",
-                    f"INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')", f"INSERT INTO {db}.pet VALUES ('Buffy', 'dog')"])
-    base = Pipeline(name, db, leader, follower, MySQLSettings(**leader_user), MySQLSettings(**follower_user),
-                    StorageSpec(f"file://{tmp_path / 'batches'}"))
-    return name, LakePipeline.of(base, lake)
+SUCCESS = "success"
 
 
 def test_snapshot_then_stream_into_delta_through_dag_runs(dag_runner, lake_dag, leader, asset_events):
@@ -80,28 +52,6 @@ def test_snapshot_then_stream_into_delta_through_dag_runs(dag_runner, lake_dag, 
     assert streamed[f"{db}.pet"]["inserted"] == 1  # a keyless table: the copy added
     assert all(e["position"] == str(lake.checkpoint().position) and e["pipeline"] == name for e in streamed.values())
     assert {t: e["version"] for t, e in streamed.items()} == lake.cut().versions
-
-
-def test_verify_dag_compares_the_lake_and_its_resnapshot_repairs_drift(dag_runner, lake_dag, leader):
-    name, lake = lake_dag
-    db = lake.database
-    assert dag_runner.run(name).tasks["merge_batch"] == SUCCESS
-    clean = dag_runner.run(f"{name}_verify")
-    assert clean.tasks == {"verify_follower": SUCCESS}, clean.log_file
-    assert "follower equals leader: 2 tables, 3 chunks, 3 leader rows" in clean.log  # t by id: 2 chunks
-
-    leader.run_sql(["SET sql_log_bin = 0", f"UPDATE {db}.t SET v = 'lost' WHERE id = 2"])  # never in the binlog
-    drift = dag_runner.run(f"{name}_verify")
-    assert drift.tasks == {"verify_follower": FAILED}, drift.log_file
-    assert f"DRIFT in {db}.t " in drift.log
-    assert [(c.table, c.lo, c.hi) for c in lake.state.latest_verification(name).drifted] == [(f"{db}.t", 2, None)]
-    conf = json.loads(re.search(r"repair with a manual run with conf (\{.*?\]\})", drift.log)[1])
-    assert conf == {"resnapshot": [f"{db}.t"]}
-
-    repair = dag_runner.run(name, conf=conf)  # the message, followed literally
-    assert repair.tasks["merge_batch"] == SUCCESS, repair.log_file
-    assert_lake_equals_leader(lake)
-    assert dag_runner.run(f"{name}_verify").tasks == {"verify_follower": SUCCESS}
 
 
 def test_changes_delta_cannot_take_exactly_copy_the_table_again_within_the_run(dag_runner, lake_dag, leader):

@@ -1,52 +1,19 @@
 """A pipeline whose follower is an Iceberg catalog, run as users run it: real DAG runs (the sensor,
-the extract, the merge task's spark-submit, check_lag, the verify DAG), a real MariaDB leader, the
+the extract, the merge task's spark-submit, check_lag; the verify DAG in test_lake_verify_runs.py), a real MariaDB leader, the
 catalog a database of the session's MariaDB follower server reached through its Airflow connection,
 the warehouse on file://. After each run the catalog's tables at the consistent cut equal the
 leader (read with pyiceberg), and the pipeline's figures come from the state beside the catalog."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import uuid
 from pathlib import Path
 
-import pytest
-import yaml
-
-from iceberg_helpers import IcebergPipeline, assert_iceberg_equals_leader
-from merge_helpers import Pipeline
-from mysql_cdc.kinds.iceberg.catalog import CatalogRef
-from mysql_cdc.mysql_server import MySQLSettings
+from iceberg_helpers import assert_iceberg_equals_leader
 from mysql_cdc.pipeline_config import load_pipelines
-from mysql_cdc.storage import StorageSpec
 from mysql_cdc.ui.data import read_pipeline
 
-SUCCESS, FAILED = "success", "failed"
-
-
-@pytest.fixture
-def iceberg_dag(leader, leader_user, follower, follower_user, tmp_path, airflow_connections):
-    db = f"ib_{uuid.uuid4().hex[:8]}"
-    name = f"cdc_{db}"
-    warehouse = StorageSpec(f"file://{tmp_path / 'warehouse'}")
-    catalog_db = f"catalog_{db}"
-    follower.run_sql([f"CREATE DATABASE {catalog_db}"])
-    Path(os.environ["CDC_PIPELINES_FILE"]).write_text(yaml.safe_dump({"pipelines": [{
-        "name": name, "schedule": None, "leader_conn_id": "mysql_leader",
-        "follower": {"kind": "iceberg", "catalog": "lake", "conn_id": "mysql_follower", "database": catalog_db,
-                     "warehouse": warehouse.uri},
-        "storage_uri": f"file://{tmp_path / 'batches'}", "include": [f"{db}.*"], "start_position": "snapshot",
-        "wait_timeout": 3, "poke_interval": 1, "retries": 1, "retry_delay": 1,
-        "verify": {"schedule": None, "chunk_rows": 1, "rechecks": 0}}]}))
-    leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))",
-                    f"CREATE TABLE {db}.pet (name VARCHAR(20), species VARCHAR(20))",
-                    f"INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')", f"INSERT INTO {db}.pet VALUES ('Buffy', 'dog')"])
-    base = Pipeline(name, db, leader, follower, MySQLSettings(**leader_user), MySQLSettings(**follower_user),
-                    StorageSpec(f"file://{tmp_path / 'batches'}"))
-    return name, IcebergPipeline.of(base, warehouse, CatalogRef("lake", MySQLSettings(**follower_user), catalog_db,
-                                                                warehouse))
+SUCCESS = "success"
 
 
 def test_snapshot_then_stream_into_iceberg_through_dag_runs(dag_runner, iceberg_dag, leader, asset_events):
@@ -75,27 +42,6 @@ def test_snapshot_then_stream_into_iceberg_through_dag_runs(dag_runner, iceberg_
     assert {t: uri for t, (uri, _) in streamed.items()} == {
         f"{db}.t": f"iceberg://lake/{db}/t", f"{db}.pet": f"iceberg://lake/{db}/pet"}
     assert {t: e["version"] for t, (_, e) in streamed.items()} == iceberg.cut()
-
-
-def test_verify_dag_compares_the_catalog_and_its_resnapshot_repairs_drift(dag_runner, iceberg_dag, leader):
-    name, iceberg = iceberg_dag
-    db = iceberg.database
-    assert dag_runner.run(name).tasks["merge_batch"] == SUCCESS
-    clean = dag_runner.run(f"{name}_verify")
-    assert clean.tasks == {"verify_follower": SUCCESS}, clean.log_file
-    assert "follower equals leader: 2 tables, 3 chunks, 3 leader rows" in clean.log
-
-    leader.run_sql(["SET sql_log_bin = 0", f"UPDATE {db}.t SET v = 'lost' WHERE id = 2"])  # never in the binlog
-    drift = dag_runner.run(f"{name}_verify")
-    assert drift.tasks == {"verify_follower": FAILED}, drift.log_file
-    assert f"DRIFT in {db}.t " in drift.log
-    conf = json.loads(re.search(r"repair with a manual run with conf (\{.*?\]\})", drift.log)[1])
-    assert conf == {"resnapshot": [f"{db}.t"]}
-
-    repair = dag_runner.run(name, conf=conf)  # the message, followed literally
-    assert repair.tasks["merge_batch"] == SUCCESS, repair.log_file
-    assert_iceberg_equals_leader(iceberg)
-    assert dag_runner.run(f"{name}_verify").tasks == {"verify_follower": SUCCESS}
 
 
 def test_changes_iceberg_cannot_take_exactly_copy_the_table_again_within_the_run(dag_runner, iceberg_dag, leader):

@@ -8,7 +8,6 @@ feature fails this test until the docs say so."""
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -19,7 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from lake_helpers import _plain, assert_lake_equals_leader, leader_columns, leader_rows
+from lake_helpers import (python_value, assert_lake_equals_leader, first_statements, later_statements, leader_columns,
+                          leader_rows, reader_rows)
 from mysql_cdc.kinds.delta.sink.tables import NOT_PORTABLE
 from mysql_cdc.kinds.delta.state.location import LakeLocation
 from mysql_cdc.merge.errors import FollowerSchemaError
@@ -29,46 +29,7 @@ REPO = Path(__file__).resolve().parents[3]
 DUCKDB_SITE = REPO / ".local" / "readers" / "duckdb-delta" / "site"
 
 
-def first_statements(db: str) -> list[str]:
-    return [
-        f"CREATE DATABASE {db}", f"USE {db}",
-        "CREATE TABLE owner (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, since DATETIME(6) NULL,"
-        " balance DECIMAL(12,2) NOT NULL, gone INT)",
-        "CREATE TABLE pet (name VARCHAR(20), species VARCHAR(20), birth DATE)",
-        "INSERT INTO owner VALUES (1, 'Harold', '2020-01-01 10:00:00.5', 10.25, 1), (2, 'Gwen', NULL, 0, 2),"
-        " (3, 'Benny', '1999-12-31 23:59:59.999999', -3.5, 3)",
-        "INSERT INTO pet VALUES ('Buffy', 'dog', '1989-05-13'), ('Buffy', 'dog', '1989-05-13'), ('Claws', 'cat', NULL)",
-    ]
-
-
-def later_statements(db: str) -> list[str]:
-    return [
-        f"USE {db}",
-        "UPDATE owner SET name = 'Harold H', balance = balance + 1 WHERE id = 1",
-        "UPDATE owner SET id = 30 WHERE id = 3",  # a key change
-        "DELETE FROM owner WHERE id = 2",
-        "DELETE FROM pet WHERE name = 'Buffy' LIMIT 1",  # one of two equal rows
-        "ALTER TABLE owner RENAME COLUMN name TO full_name",
-        "ALTER TABLE owner DROP COLUMN gone",
-        "ALTER TABLE owner ADD COLUMN tier SMALLINT",
-        "INSERT INTO owner VALUES (4, 'Ada', '2024-02-29 12:00:00', 99.99, 2)",
-        "UPDATE owner SET tier = 1 WHERE id = 1",
-        "INSERT INTO pet VALUES ('Whistler', 'bird', '1997-12-09')",
-    ]
-
-
 # -- the readers: each returns the table's rows as dicts (column -> Python value) -----------------
-
-
-def _python(value):
-    """A pandas value as the others give it (a Timestamp as a datetime, a missing value as None)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if hasattr(value, "to_pydatetime"):  # pandas' Timestamp (NaT is caught by isna below)
-        return None if str(value) == "NaT" else value.to_pydatetime()
-    if hasattr(value, "item"):  # a numpy scalar
-        return value.item()
-    return value
 
 
 def delta_rs_arrow(uri: str) -> list[dict]:
@@ -77,7 +38,7 @@ def delta_rs_arrow(uri: str) -> list[dict]:
 
 def delta_rs_pandas(uri: str) -> list[dict]:
     frame = DeltaTable(uri).to_pandas()
-    return [{k: _python(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    return [{k: python_value(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def polars_read_delta(uri: str) -> list[dict]:
@@ -122,15 +83,6 @@ OPENS = {
     "standard": {"DuckDB delta_scan"},
     "portable": set(READERS),
 }
-
-
-def reader_rows(rows: list[dict], columns: list[tuple[str, str]]) -> Counter:
-    """A reader's rows as ``leader_rows`` gives the leader's (column order and spelling the leader's)."""
-    def row_tuple(row: dict) -> tuple:
-        by_name = {k.lower(): v for k, v in row.items()}
-        return tuple(_plain(_python(by_name[c.lower()]), t) for c, t in columns)
-
-    return Counter(row_tuple(r) for r in rows)
 
 
 # tables partitioned as a pipelines file may say (``follower.partition_by``): each reader reads the

@@ -6,29 +6,24 @@ compared with the rows the leader would hold (written out here, not derived from
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
+from iceberg_helpers import duckdb_iceberg_scan
 from mysql_cdc.contracts import BinlogPosition, ColumnSpec
 from mysql_cdc.contracts import change_row as cr
 from mysql_cdc.kinds.iceberg.catalog import CatalogRef
-from mysql_cdc.kinds.iceberg.commit import SUMMARY_APP, SUMMARY_POSITION, CommitId, TableCommit, committed_position
+from mysql_cdc.kinds.iceberg.commit import (IN_PRUNING_KEYS, SUMMARY_APP, SUMMARY_POSITION, CommitId, TableCommit,
+                                           committed_position)
 from mysql_cdc.kinds.iceberg.types import iceberg_schema, to_iceberg
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import StorageSpec
 
 APP = "mysql-cdc/orders/leader-1"
-REPO = Path(__file__).resolve().parents[3]
-DUCKDB_SITE = REPO / ".local" / "readers" / "duckdb-iceberg" / "site"
 
 
 def open_catalog(server, warehouse: StorageSpec):
@@ -88,6 +83,23 @@ def test_keyed_rows_inserted_updated_deleted_and_moved_to_a_new_key(catalog):
     assert (summary[SUMMARY_APP], summary[SUMMARY_POSITION]) == (APP, "binlog.000001:200")
     # one snapshot per commit (the first only adds files: Iceberg calls it an append)
     assert [s.summary.operation.value for s in table.snapshots()] == ["append", "overwrite"]
+
+
+@pytest.mark.parametrize("keys", [3, IN_PRUNING_KEYS + 1], ids=["files-pruned-by-the-keys", "by-their-range"])
+def test_only_the_files_that_may_hold_a_changed_key_are_rewritten(catalog, keys):
+    """Three files of keys [0, 3000), [3000, 6000), [6000, 9000); the changed keys all in the middle
+    file's range (a few, or more than ``In`` prunes by): the other two files stay as they are."""
+    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+    for n, start in enumerate((0, 3000, 6000)):
+        ids = range(start, start + 3000)
+        commit_keyed(catalog, "shop.orders", [(i, "a", 1) for i in ids], ["I"] * 3000, 100 + n)
+    before = {task.file.file_path for task in catalog.load_table("shop.orders").scan().plan_files()}
+    changed = range(3000, 3000 + 2 * keys, 2)  # every other key of the middle file, from its first
+    commit_keyed(catalog, "shop.orders", [(i, "b", 2) for i in changed], ["U"] * keys, 200)
+    after = {task.file.file_path for task in catalog.load_table("shop.orders").scan().plan_files()}
+    assert len(before - after) == 1  # the middle file, rewritten
+    expected = {(i, "b", 2) if i in set(changed) else (i, "a", 1) for i in range(9000)}
+    assert set(rows_of(catalog, "shop.orders")) == expected and len(rows_of(catalog, "shop.orders")) == 9000
 
 
 def test_a_retry_skips_a_table_holding_its_position_and_only_that(catalog):
@@ -206,32 +218,6 @@ def _arrow(alias: str) -> pa.DataType:
             "duration[us]": pa.duration("us"), "date32[day]": pa.date32()}.get(alias) or pa.type_for_alias(alias)
 
 
-DUCKDB_READ = """
-import sys
-import duckdb
-import duckdb_ext
-from pathlib import Path
-metadata, out = sys.argv[1], sys.argv[2]
-con = duckdb.connect()
-for name in ("avro", "iceberg"):
-    con.execute(f"LOAD '{next(Path(duckdb_ext.__path__[0]).glob(f'extensions/*/*/{name}.duckdb_extension'))}'")
-con.execute(f"COPY (SELECT * FROM iceberg_scan('{metadata}')) TO '{out}' (FORMAT parquet)")
-"""
-
-
-def duckdb_rows(table, work: Path) -> pa.Table:
-    """The table's rows as DuckDB's Iceberg extension reads them (in a process of its own: the
-    extension is built for DuckDB 1.4, the venv's DuckDB is 2.0)."""
-    if not (DUCKDB_SITE / "duckdb_ext").is_dir():
-        pytest.fail(f"DuckDB's Iceberg extension is not installed in {DUCKDB_SITE}: run `make readers`")
-    out = work / f"{table.name()[-1]}.parquet"
-    done = subprocess.run([sys.executable, "-c", DUCKDB_READ, table.metadata_location.removeprefix("file://"), str(out)],
-                          env={**os.environ, "PYTHONPATH": str(DUCKDB_SITE)}, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return pq.read_table(out)
-
-
 def test_duckdb_reads_the_committed_tables_exactly(follower, tmp_path):
     """DuckDB, a reader users run, opens the tables by their metadata (a warehouse on the local file
     system: DuckDB's S3 access is an extension PyPI does not carry)."""
@@ -240,9 +226,9 @@ def test_duckdb_reads_the_committed_tables_exactly(follower, tmp_path):
     commit_keyed(catalog, "shop.orders", [(1, "a", 1), (2, "b", 2), (3, "c", 3)], ["I", "I", "I"], 100)
     commit_keyed(catalog, "shop.orders", [(2, "b2", 20), (3, "c", 3), (9, "z", 9)], ["U", "D", "I"], 200)
     commit_typed(catalog)
-    orders = duckdb_rows(catalog.load_table("shop.orders"), tmp_path)
+    orders = duckdb_iceberg_scan(catalog.load_table("shop.orders").metadata_location, tmp_path)
     assert sorted(tuple(r.values()) for r in orders.to_pylist()) == [(1, "a", 1), (2, "b2", 20), (9, "z", 9)]
-    typed = duckdb_rows(catalog.load_table("shop.typed"), tmp_path).sort_by("id").to_pydict()
+    typed = duckdb_iceberg_scan(catalog.load_table("shop.typed").metadata_location, tmp_path).sort_by("id").to_pydict()
     values = typed_values()
     spans = values.pop("span")
     assert typed.pop("span") == [s // dt.timedelta(microseconds=1) for s in spans]

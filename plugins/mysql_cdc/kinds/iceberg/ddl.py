@@ -21,7 +21,8 @@ from ...merge.ddl_statements import added_columns, column_drops, column_renames,
     existing_value, leader_computed
 from ...merge.errors import FollowerSchemaError
 from .commit import CommitId, TableCommit
-from .tables import create_table, mark, schema_changes, spark_sql_arrow, table_columns, _iceberg_type
+from .tables import create_table, mark, schema_changes, spark_sql_arrow, table_columns
+from .types import iceberg_type
 
 if TYPE_CHECKING:
     from .sink import IcebergSink
@@ -161,7 +162,7 @@ def _alter_table(r: _Replay, segment: DdlSegment) -> None:
     for column in added:
         if column.name.lower() not in have:
             arrow_type = spark_sql_arrow(ddl_spark_type(column))
-            updates.append(lambda u, c=column.name, t=arrow_type: u.add_column(c, _iceberg_type(t)))
+            updates.append(lambda u, c=column.name, t=arrow_type: u.add_column(c, iceberg_type(t)))
     if updates:
         with table.update_schema() as update:
             for change in updates:

@@ -8,16 +8,15 @@ import re
 
 from ...contracts import ColumnSpec
 from ...merge.recopy import LakeTypes
-from .types import iceberg_arrow_type
+from .types import iceberg_arrow_type, iceberg_type
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 
 def iceberg_type_name(column: ColumnSpec, where: str) -> str:
     """The Iceberg type of a batch column as pyiceberg spells it (``long``, ``decimal(10, 2)``)."""
-    from .tables import _iceberg_type
 
-    return str(_iceberg_type(iceberg_arrow_type(column, where)))
+    return str(iceberg_type(iceberg_arrow_type(column, where)))
 
 
 def iceberg_widens(have: str, want: str) -> bool:

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ...merge.errors import FollowerSchemaError
 from .commit import CommitId
+from .types import iceberg_type
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -110,11 +111,11 @@ def schema_changes(table: "Table", schema: pa.Schema, name: str) -> list:
     for field in schema:
         found = have.get(field.name.lower())
         if found is None:
-            changes.append(lambda u, f=field: u.add_column(f.name, _iceberg_type(f.type)))
+            changes.append(lambda u, f=field: u.add_column(f.name, iceberg_type(f.type)))
         elif _same(found[1], field.type):
             continue
         elif _wider(found[1], field.type):
-            changes.append(lambda u, n=found[0], f=field: u.update_column(n, field_type=_iceberg_type(f.type)))
+            changes.append(lambda u, n=found[0], f=field: u.update_column(n, field_type=iceberg_type(f.type)))
         else:
             raise FollowerSchemaError(
                 f"{name}.{field.name}: the follower's Iceberg column is {found[1]}, the batch's is {field.type}, and "
@@ -122,17 +123,3 @@ def schema_changes(table: "Table", schema: pa.Schema, name: str) -> list:
                 f'conf {{"resnapshot": ["{name}"]}}',
                 problem=f"{name}.{field.name}: {found[1]} in the follower, {field.type} in the batch")
     return changes
-
-
-def _iceberg_type(arrow_type: pa.DataType):
-    """The Iceberg type of a column written from ``arrow_type`` (one of ``types``' or ``spark_sql_arrow``'s)."""
-    from pyiceberg import types as t
-
-    if pa.types.is_decimal(arrow_type):
-        return t.DecimalType(arrow_type.precision, arrow_type.scale)
-    if pa.types.is_timestamp(arrow_type):
-        return t.TimestamptzType() if arrow_type.tz else t.TimestampType()
-    return {pa.int32(): t.IntegerType(), pa.int64(): t.LongType(), pa.float32(): t.FloatType(),
-            pa.float64(): t.DoubleType(), pa.large_string(): t.StringType(), pa.string(): t.StringType(),
-            pa.large_binary(): t.BinaryType(), pa.binary(): t.BinaryType(), pa.bool_(): t.BooleanType(),
-            pa.date32(): t.DateType()}[arrow_type]

@@ -46,6 +46,20 @@ def iceberg_arrow_type(column: ColumnSpec, where: str) -> pa.DataType:
                               "Iceberg type (the table in mysql_cdc.kinds.iceberg.types)")
 
 
+def iceberg_type(arrow_type: pa.DataType):
+    """The Iceberg type of a column written from ``arrow_type`` (``iceberg_arrow_type``'s, or ``tables.spark_sql_arrow``'s)."""
+    from pyiceberg import types as t
+
+    if pa.types.is_decimal(arrow_type):
+        return t.DecimalType(arrow_type.precision, arrow_type.scale)
+    if pa.types.is_timestamp(arrow_type):
+        return t.TimestamptzType() if arrow_type.tz else t.TimestampType()
+    return {pa.int32(): t.IntegerType(), pa.int64(): t.LongType(), pa.float32(): t.FloatType(),
+            pa.float64(): t.DoubleType(), pa.large_string(): t.StringType(), pa.string(): t.StringType(),
+            pa.large_binary(): t.BinaryType(), pa.binary(): t.BinaryType(), pa.bool_(): t.BooleanType(),
+            pa.date32(): t.DateType()}[arrow_type]
+
+
 def iceberg_schema(columns: Sequence[ColumnSpec], where: str) -> pa.Schema:
     """The Arrow schema an Iceberg table of these columns is created from: every column optional
     (Iceberg makes a required column optional, never the reverse; the leader enforces its NOT NULL)."""
