@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -125,7 +126,10 @@ def growth(spark, catalogs: Catalogs, leader: MariaDBServer, settings, storage, 
     _, uri = capture(settings, storage, start, position(settings), database)
     columns = (ColumnSpec("id", "bigint", "int64", False), ColumnSpec("v", "int", "int32"))
     seconds = {}
-    for label, rows in (("small", big // 100), ("big", big)):
+    # the small table's keys: every multiple of a stride that divides the updated keys' step, so
+    # that it holds every updated key at about 1% of the big table's rows
+    small_stride = math.gcd(step, 100)
+    for label, rows in (("small", big // small_stride), ("big", big)):
         catalog = catalogs.new(f"growth_{label}")
         secrets = catalogs.secrets(catalog, storage, start)
         # the table as the merge job creates it (its properties), filled with keys spread over [0, big)

@@ -10,7 +10,7 @@ not moved: ``merge.joined``), ``before_swap`` (a snapshot's shadow table
 loaded, the table's position marked swapping), ``after_swap`` (the shadow renamed into the
 table's place, the table's position not yet done), ``between_batches`` (a run's copy applied,
 its catch-up not begun), ``in_executor`` (an executor's Python worker reading the batch's
-files: the executor dies, Spark's task fails and the job with it). A Delta Lake follower's points: ``between_tables`` (a table of a
+files: the executor dies, Spark's task fails and the job with it). A lake follower's points (Delta, Iceberg): ``between_tables`` (a table of a
 segment committed: its tables commit concurrently, so others may be committed or under way), ``before_checkpoint`` (every table committed, the checkpoint
 not). Snapshot copy points: ``copy_planned`` (the
 plan written, no chunk copied), ``copy_after_chunk`` (one chunk's record written),

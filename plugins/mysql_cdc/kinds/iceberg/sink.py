@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -34,6 +35,13 @@ from .commit import CommitId, TableCommit, spelling
 from .state import ensure_cut_table, move_with_cut, read_cut
 from .tables import create_table, mark, schema_changes
 from .types import iceberg_schema, to_iceberg
+
+# a segment's tables are loaded and committed this many at a time: a table's load or commit of a
+# few rows is mostly waiting (the catalog's server, the warehouse's storage), and each commit is
+# its own (idempotent under the segment's position, the checkpoint moving after all of them), so
+# their order changes nothing a retry finds; the catalog's connection pool (``catalog.py``) holds
+# as many
+_TABLE_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class IcebergSink(Sink[IcebergTarget]):
         # the tables ``check_tables`` loaded for the segment, which their commits start from (nothing
         # else writes them meanwhile: one merge of a pipeline at a time); a commit takes its table out
         self._checked: dict[str, Any] = {}
+        # a table's creation creates its namespace first: two threads creating one collide
+        self._creating = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "IcebergSink":
@@ -136,7 +146,9 @@ class IcebergSink(Sink[IcebergTarget]):
         schema = iceberg_schema(changes.columns, name)
         table = self.load(changes.database, changes.table)
         if table is None:
-            table = create_table(self.catalog, changes.database, changes.table, schema, None)
+            with self._creating:
+                table = self.load(changes.database, changes.table) or create_table(
+                    self.catalog, changes.database, changes.table, schema, None)
         else:
             updates = schema_changes(table, schema, name)
             if updates:
@@ -145,6 +157,11 @@ class IcebergSink(Sink[IcebergTarget]):
                         change(update)
         self._checked[name] = table
         return IcebergTarget(changes.database, changes.table)
+
+    def check_tables(self, tables: list[TableChanges]) -> list[IcebergTarget]:
+        self.catalog  # opened once, before the threads share it
+        with ThreadPoolExecutor(_TABLE_THREADS, thread_name_prefix="mysql-cdc iceberg check") as pool:
+            return list(pool.map(self.check_table, tables))
 
     def segment(self, job: BatchJob, segment: RowSegment, expected: Checkpoint) -> "IcebergSegmentWriter":
         return IcebergSegmentWriter(self, job, segment, expected)
@@ -251,8 +268,8 @@ class IcebergSegmentWriter(SegmentWriter[IcebergTarget]):
         commit_id = CommitId(self.sink.app_id(self.job.batch), done.position)
         cut: dict[str, int | None] = {}
         applied: dict[str, tuple[int, float]] = {}
-        for index in sorted(self._staged):
-            staged = self._staged[index]
+
+        def commit_one(staged: _Staged) -> None:
             name = staged.changes.qualified_name
             started = time.monotonic()
             try:
@@ -261,6 +278,10 @@ class IcebergSegmentWriter(SegmentWriter[IcebergTarget]):
                 raise TableCommitError.of(name, staged.written, exc) from exc
             applied[name] = (staged.written, time.monotonic() - started)
             crash_point("between_tables")
+
+        with ThreadPoolExecutor(_TABLE_THREADS, thread_name_prefix="mysql-cdc iceberg commit") as pool:
+            for future in [pool.submit(commit_one, self._staged[i]) for i in sorted(self._staged)]:
+                future.result()  # the first table's failure, after every commit under way ended
         crash_point("before_checkpoint")
         self.sink.move(self.expected, done, cut)
         return applied
