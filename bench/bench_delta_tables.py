@@ -20,7 +20,9 @@ updates, 10 % deletes, transactions across a handful of tables), and every merge
 2. ``delta_small_batch_s`` beside ``mysql_small_batch_s``: ``--small-tables`` tables x
    ``--small-rows`` change rows (50 x 20), merged into tables that hold rows, into the lake and into
    a MySQL follower (checked with ``CHECKSUM TABLE``) in the same run; ``delta_small_batch_vs_mysql``
-   = their ratio (target <= 3).
+   = their ratio (target <= 3). With keyed tables, also ``iceberg_small_batch_s``: the same batch
+   into an Iceberg follower (its JDBC catalog a database of the MySQL follower's server, its
+   warehouse beside the lake; each table read back with pyiceberg), ``iceberg_small_batch_vs_mysql``.
 3. ``delta_ddl_between_s``: the small batch's shape again, with a DDL statement on another table
    (a ``CREATE TABLE``) after its inserts and one after its updates: three row segments, each
    touching every table, that the merge joins into one commit per table (``merge.joined``);
@@ -52,6 +54,9 @@ from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, Posit
 from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
 from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec  # noqa: E402
 from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
+from mysql_cdc.kinds.iceberg import follower_spec as iceberg_follower_spec  # noqa: E402
+from mysql_cdc.kinds.iceberg.catalog import CatalogRef  # noqa: E402
+from mysql_cdc.kinds.iceberg.state import IcebergStateStore  # noqa: E402
 from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
 from mysql_cdc.kinds.delta.submit import submit_needs  # noqa: E402
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
@@ -72,6 +77,10 @@ class Bench:
         self.delta_conf = {"spark.jars": ",".join(needs.jars), **dict(needs.conf)}
         self.captures = 0
         self.first_versions: dict[str, list[int]] = {}  # database -> each table's version after its first merge
+        # an Iceberg follower: its catalog a database of the follower's server, its warehouse beside the lake
+        self.follower.run_sql(["CREATE DATABASE IF NOT EXISTS bench_iceberg_catalog"])
+        self.catalog = CatalogRef("lake", self.follower_settings, "bench_iceberg_catalog",
+                                  StorageSpec(lake.uri.rsplit("/", 1)[0] + "/warehouse", lake.options))
 
     def workload(self, db: str, tables: int, rows: int, on_follower: bool = False,
                  between_phases: tuple[str, ...] = ()) -> tuple[BinlogPosition, BinlogPosition]:
@@ -107,6 +116,23 @@ class Bench:
             self.first_versions[db] = [self.lake_table(db, i).version() for i in range(tables)]
         return {"seconds": summary["seconds"], "wall_seconds": round(wall, 2),
                 "apply_seconds_sum": round(sum(t["apply_seconds"] for t in summary["tables"]), 2)}
+
+    def iceberg_merge(self, db: str, tables: int, start: BinlogPosition, end: BinlogPosition) -> dict:
+        """The range captured as a new pipeline and merged into the Iceberg follower (keyed tables:
+        a repeat updates every key to the row it holds); each table then read with pyiceberg."""
+        self.captures += 1
+        pipeline = f"{db}_iceberg{self.captures}"
+        uri = self.capture(pipeline, db, start, end)
+        IcebergStateStore(self.catalog).initialize(Checkpoint(pipeline, start))
+        wall, summary = run_spark_submit(uri, JobSecrets(iceberg_follower_spec(self.catalog), self.storage), self.work,
+                                         "1g", "")
+        catalog = self.catalog.open()
+        leader = self.leader_pairs(db, tables)
+        for i in range(tables):
+            rows = catalog.load_table((db, f"t{i:04d}")).scan(selected_fields=("id", "version")).to_arrow()
+            if sorted(zip(*(rows.column(c).to_pylist() for c in ("id", "version")))) != leader[i]:
+                raise SystemExit(f"the Iceberg follower differs from the leader in {db}.t{i:04d}")
+        return {"seconds": summary["seconds"], "wall_seconds": round(wall, 2)}
 
     def lake_table(self, db: str, i: int):
         from deltalake import DeltaTable
@@ -217,6 +243,13 @@ def small_batch(bench: Bench, tables: int, rows_per_table: int, repeat: int) -> 
     result["delta_small_batch_vs_mysql"] = round(result["delta_small_batch_s"] / result["mysql_small_batch_s"], 2)
     print(f"delta_small_batch_s {result['delta_small_batch_s']} s, mysql_small_batch_s {result['mysql_small_batch_s']} s: "
           f"{result['delta_small_batch_vs_mysql']}x (target <= 3)")
+    if bench.key.primary:  # keyless tables would hold a repeat's rows twice: no figure
+        bench.iceberg_merge(db, tables, start, end)  # the tables' first rows
+        iceberg = [bench.iceberg_merge(db, tables, start, end) for _ in range(repeat)]
+        result["iceberg_small_batch_s"] = median_seconds(iceberg)
+        result["iceberg_small_batch_s_all_runs"] = [m["seconds"] for m in iceberg]
+        result["iceberg_small_batch_vs_mysql"] = round(result["iceberg_small_batch_s"] / result["mysql_small_batch_s"], 2)
+        print(f"iceberg_small_batch_s {result['iceberg_small_batch_s']} s: {result['iceberg_small_batch_vs_mysql']}x MySQL's")
     return result
 
 

@@ -102,6 +102,20 @@ def test_only_the_files_that_may_hold_a_changed_key_are_rewritten(catalog, keys)
     assert set(rows_of(catalog, "shop.orders")) == expected and len(rows_of(catalog, "shop.orders")) == 9000
 
 
+def test_the_warehouse_on_s3_is_written_with_files_opened_lazily(catalog, s3_bucket):
+    """The catalog's FileIO (``file_io.WarehouseFileIO``) opens S3 files lazily: Arrow then writes a
+    file smaller than a part with one PUT, not a multipart upload's three requests."""
+    from mysql_cdc.kinds.iceberg.file_io import WarehouseFileIO
+
+    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+    commit_keyed(catalog, "shop.orders", [(1, "a", 1)], ["I"], 100)
+    table = catalog.load_table("shop.orders")
+    assert isinstance(table.io, WarehouseFileIO) and table.metadata_location.startswith("s3://")
+    filesystem = table.io.fs_by_scheme("s3", s3_bucket["bucket"])
+    assert filesystem.__reduce__()[1][0]["allow_delayed_open"] is True
+    assert rows_of(catalog, "shop.orders") == [(1, "a", 1)]
+
+
 def test_a_retry_skips_a_table_holding_its_position_and_only_that(catalog):
     catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
     first = commit_keyed(catalog, "shop.orders", [(1, "a", 1)], ["I"], 100)

@@ -31,12 +31,14 @@ class CatalogRef:
     warehouse: StorageSpec
 
     def file_io_properties(self) -> dict[str, str]:
-        """pyiceberg's FileIO properties for the warehouse (none for a local path)."""
+        """pyiceberg's FileIO properties for the warehouse: ``file_io.WarehouseFileIO`` and, on S3,
+        the endpoint and credentials."""
+        properties = {"py-io-impl": "mysql_cdc.kinds.iceberg.file_io.WarehouseFileIO"}
         if self.warehouse.scheme != "s3":
-            return {}
+            return properties
         names = {"endpoint_url": "s3.endpoint", "region_name": "s3.region", "aws_access_key_id": "s3.access-key-id",
                  "aws_secret_access_key": "s3.secret-access-key", "aws_session_token": "s3.session-token"}
-        return {names[k]: str(v) for k, v in self.warehouse.options.items() if k in names and v}
+        return {**properties, **{names[k]: str(v) for k, v in self.warehouse.options.items() if k in names and v}}
 
     def open(self):
         """The catalog (pyiceberg), its tables created in ``database`` if the database has none."""
