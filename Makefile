@@ -115,11 +115,16 @@ test:
 	@$(MAKE) --no-print-directory test-native
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile tests
 
-# The suites that prove a Spark line (SPARK=4.1): the sink conformance suite, the Delta follower's
-# own tests (types, crashes, faults) and real DAG runs, with the line's pyspark in the test process
-# (its in-process session) and its spark-submit in every job and in the Spark connection.
-SPARK_LINE_TESTS := tests/test_spark_lines.py tests/kinds/test_sink_contract.py tests/kinds/iceberg/test_spark_reads.py tests/kinds/delta/test_merge_delta.py \
-	tests/airflow/dags/test_delta_runs.py
+# What proves a Spark line (SPARK=4.1): the sink conformance suite (every kind's merges, DDL,
+# copies, types and crashes through that line's jobs), the Delta follower's Spark jobs the suite
+# does not run (changelog appends, maintenance), a user's Spark reading the Iceberg follower, and a
+# real DAG run into a Delta lake; with the line's pyspark in the test process (its in-process
+# session) and its spark-submit in every job and in the Spark connection. The rest of the Delta
+# follower's tests run on the default line.
+DELTA_LINE_TESTS := $(addprefix tests/kinds/delta/test_merge_delta.py::,test_changelog_tables_keep_every_change_row_once \
+	test_maintenance_compacts_and_vacuums_and_never_breaks_the_cut)
+SPARK_LINE_TESTS := tests/test_spark_lines.py tests/kinds/test_sink_contract.py tests/kinds/iceberg/test_spark_reads.py \
+	$(DELTA_LINE_TESTS) tests/airflow/dags/test_delta_runs.py::test_snapshot_then_stream_into_delta_through_dag_runs
 
 test-spark: setup
 	@$(MAKE) --no-print-directory spark-line SPARK=$(SPARK)

@@ -50,23 +50,27 @@ def _start_managed(request: pytest.FixtureRequest, service):
 
 
 # `make test` runs the suite on two pytest-xdist workers, a whole file per worker (`--dist
-# loadfile`: a file's module fixtures, e.g. the deployed Airflow, live in one process). A worker takes
-# the files in collection order, so the files that take minutes (measured in CI, seconds on 2 cores)
-# are collected first: otherwise the 13-minute Delta file could start last and run alone at the end.
+# loadfile`: a file's module fixtures, e.g. the deployed Airflow, live in one process), except the
+# sink conformance suite, whose kinds are a unit each (``pytest_xdist_make_scheduler``). A worker
+# takes the units in collection order, so the files that take minutes (worker seconds, measured in
+# CI on 2 cores) are collected first, longest first: otherwise one could start last and run alone
+# at the end.
 LONG_FILES = (
-    "tests/kinds/delta/test_merge_delta.py",                        # ~780 s
-    "tests/airflow/deployed/test_deployed_pipeline.py",       # ~600 s
+    "tests/airflow/deployed/test_deployed_pipeline.py",       # ~520 s
+    "tests/kinds/delta/test_merge_delta.py",                  # ~480 s
+    "tests/kinds/test_sink_contract.py",                      # ~800 s: ~360 delta, ~150 each other kind
+    "tests/test_demo.py",                                     # ~340 s
     "tests/merge/test_snapshot.py",                           # ~340 s
-    "tests/airflow/dags/test_delta_runs.py",                  # ~340 s
-    "tests/kinds/test_sink_contract.py",                      # ~400 s
-    "tests/airflow/deployed/test_deployed_continuous.py",     # ~150 s
-    "tests/security/test_tls.py",                             # ~190 s
-    "tests/kinds/delta/test_kill_between_tables.py",          # ~160 s
-    "tests/airflow/dags/test_cluster_run.py",                 # ~270 s
-    "tests/test_demo.py",                                     # ~260 s
-    "tests/airflow/dags/test_resnapshot_consistency.py",      # ~230 s
-    "tests/airflow/dags/test_snapshot_runs.py",               # ~130 s
+    "tests/airflow/dags/test_resnapshot_consistency.py",      # ~260 s
+    "tests/airflow/dags/test_delta_runs.py",                  # ~250 s
+    "tests/kinds/delta/test_lake_layout.py",                  # ~220 s
+    "tests/kinds/delta/test_joined_rows.py",                  # ~200 s
+    "tests/airflow/deployed/test_deployed_continuous.py",     # ~190 s
+    "tests/airflow/dags/test_cluster_run.py",                 # ~170 s
+    "tests/kinds/delta/test_lake_readers.py",                 # ~150 s
+    "tests/airflow/dags/test_lake_verify_runs.py",            # ~120 s
 )
+CONFORMANCE_SUITE = "tests/kinds/test_sink_contract.py"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -74,6 +78,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     A file's tests keep their order (a stable sort on the file alone)."""
     rank = {name: i for i, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(LONG_FILES)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile``, the conformance suite's kinds split: each kind's tests are a unit of
+    their own (they share no module fixture), so its ~800 s do not all run on one worker."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndKinds(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            if file != CONFORMANCE_SUITE or "[" not in nodeid:
+                return file
+            # the kind is the test id's first parameter ("...::test_x[delta portable-spark]"; no
+            # kind's name has a "-")
+            return f"{file}::{nodeid[nodeid.index('[') + 1:].split('-')[0].rstrip(']')}"
+
+    return FilesAndKinds(config, log)
 
 
 @pytest.fixture(scope="session")
