@@ -4,6 +4,8 @@ merge job in its secrets file."""
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass, field
 
 from .errors import PermanentError
@@ -40,8 +42,10 @@ class TlsSettings:
         if bool(self.cert) != bool(self.key):
             raise ValueError("ssl.cert and ssl.key go together: give both or neither")
 
+    @functools.cache
     def context(self):
-        """The ``ssl.SSLContext`` PyMySQL is given (``ssl=``), built in memory from the PEM text."""
+        """The ``ssl.SSLContext`` PyMySQL is given (``ssl=``), built in memory from the PEM text, once
+        per process and settings (a context is shared by every connection it wraps, from any thread)."""
         import os
         import ssl
         import tempfile
@@ -87,7 +91,8 @@ class MySQLSettings:
 
         options = {"charset": "utf8mb4", "autocommit": True, "connect_timeout": 10, **self._ssl(), **kwargs}
         try:
-            return pymysql.connect(host=self.host, port=self.port, user=self.user, password=self.password, **options)
+            return connection_class()(host=self.host, port=self.port, user=self.user, password=self.password,
+                                      **options)
         except pymysql.err.OperationalError as exc:
             raise self.tls_error(exc) or exc
 
@@ -113,8 +118,35 @@ class MySQLSettings:
         return TlsError(f"TLS to the server at {where} failed: {cause.reason or cause}; {fix}")
 
     def replication_settings(self) -> dict:
-        """The form mysql-replication's BinLogStreamReader takes (PyMySQL's connect arguments)."""
+        """The form mysql-replication's BinLogStreamReader takes (PyMySQL's connect arguments; its
+        ``pymysql_wrapper`` is ``connection_class()``)."""
         return {"host": self.host, "port": self.port, "user": self.user, "password": self.password, **self._ssl()}
+
+
+@functools.cache
+def connection_class():
+    """PyMySQL's ``Connection`` with the PREFERRED mode's TLS context built once per process.
+
+    Given no TLS settings, PyMySQL encrypts when the server offers TLS and verifies nothing (its
+    PREFERRED mode), and builds that context afresh for every connection: loading the system's CA
+    store it then never consults costs ~40 ms a connection (a merge opens ten or more). Passing
+    a context of our own instead would make PyMySQL refuse a server without TLS (it treats any
+    given context as REQUIRED), so the one built by PyMySQL's own recipe is kept and reused."""
+    import pymysql
+
+    class Connection(pymysql.connections.Connection):
+        _preferred = None
+        _lock = threading.Lock()
+
+        def _create_ssl_ctx(self, sslp):
+            if sslp:  # settings of the connection's own (``TlsSettings.context``): used as given
+                return super()._create_ssl_ctx(sslp)
+            with Connection._lock:
+                if Connection._preferred is None:
+                    Connection._preferred = super()._create_ssl_ctx(sslp)
+                return Connection._preferred
+
+    return Connection
 
 
 # "No checkpoint yet" as the server says it: the row, the table or the whole schema is absent.

@@ -134,6 +134,39 @@ def test_the_servers_refuse_plain_tcp(tls_leader):
         tls_leader.connect(ssl_disabled=True)
 
 
+def _tls_version(conn) -> str:
+    with conn.cursor() as cur:
+        cur.execute("SHOW SESSION STATUS LIKE 'Ssl_version'")
+        return cur.fetchone()[1]
+
+
+def test_without_tls_settings_a_connection_encrypts_when_the_server_can_and_builds_its_context_once(
+        tls_leader, services_dir, request):
+    """PyMySQL's PREFERRED mode, as ``MySQLSettings.connect`` and the binlog stream use it: encrypted
+    to a server offering TLS, plain to one without, every connection wrapped by one context (built
+    once per process, not per connection)."""
+    from mysql_cdc.capture.leader import Leader
+    from mysql_cdc.capture.stream.binlog_stream import BinlogReader
+
+    settings = MySQLSettings(**tls_leader.conn_params())
+    first, second = settings.connect(), settings.connect()
+    assert _tls_version(first).startswith("TLS") and _tls_version(second).startswith("TLS")
+    assert first.ctx is second.ctx
+    with Leader(settings) as leader:
+        end = leader.current_position()
+    with BinlogReader(settings, end) as reader:
+        list(reader)  # connects: the stream's connection is PREFERRED too, with the same context
+        assert reader.stream._stream_connection.ctx is first.ctx
+    first.close()
+    second.close()
+    plain = MariaDBServer(services_dir, f"{tls_leader.name}-plain", server_id=29, binlog=False, die_with_parent=True,
+                          extra_args=("--skip-ssl",))
+    request.addfinalizer(plain.stop)
+    conn = MySQLSettings(**plain.start().conn_params()).connect()
+    assert _tls_version(conn) == ""
+    conn.close()
+
+
 def test_a_pipeline_runs_over_verified_tls_through_snapshot_stream_merge_and_verification(
         tls_leader, tls_follower, pki, tmp_path, unique_name, spark):
     # the follower's writer must also show a client certificate (REQUIRE X509): its key travels to
@@ -198,6 +231,33 @@ def test_a_server_whose_certificate_another_ca_signed_fails_the_run_at_once(
     with pytest.raises(TlsError):
         with BinlogReader(mitm_leader, batch.start) as reader:
             next(iter(reader))
+
+
+def test_an_iceberg_catalog_on_a_tls_server_is_reached_verified(tls_follower, pki, tmp_path, unique_name):
+    """The Iceberg kind's JDBC catalog (its sink, state store, verification and maintenance all open
+    it) connects as its Airflow connection says: verified against the CA, a table created, written
+    and read back through it; trusting another CA, it is refused with the error naming the server,
+    its connection and the fix."""
+    from dataclasses import replace
+
+    import pyarrow as pa
+
+    from mysql_cdc.kinds.iceberg.catalog import CatalogRef
+
+    tls_follower.run_sql([f"CREATE DATABASE {unique_name}"])
+    ref = CatalogRef("lake", MySQLSettings(**tls_follower.conn_params(), conn_id="tls_catalog", tls=tls(pki)),
+                     unique_name, StorageSpec(f"file://{tmp_path}/warehouse"))
+    catalog = ref.open()
+    with catalog.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW SESSION STATUS LIKE 'Ssl_version'").one()[1].startswith("TLS")
+    catalog.create_namespace("shop")
+    catalog.create_table(("shop", "t"), schema=pa.schema([pa.field("id", pa.int64())])).append(
+        pa.table({"id": pa.array([1, 2], pa.int64())}))
+    assert sorted(ref.open().load_table(("shop", "t")).scan().to_arrow().column("id").to_pylist()) == [1, 2]
+    mitm = replace(ref, server=replace(ref.server, tls=tls(pki, "theirs")))
+    with pytest.raises(TlsError) as caught:
+        mitm.open().load_table(("shop", "t"))
+    assert f"the server at 127.0.0.1:{tls_follower.port} (Airflow connection 'tls_catalog')" in str(caught.value)
 
 
 def test_the_airflow_connection_carries_tls_in_its_extras(monkeypatch, pki, tmp_path):

@@ -10,7 +10,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import FormatDescriptionEvent
 
 from ...contracts import BinlogPosition
-from ...mysql_server import MySQLSettings
+from ...mysql_server import MySQLSettings, connection_class
 from .compressed import EventInflater
 from ...retry_policy import TRANSIENT_SERVER_ERRORS, server_error_code
 from ..events import CaptureError, LeaderUnreachableError
@@ -24,6 +24,7 @@ class BinlogReader:
         self.settings = settings
         self.stream = BinLogStreamReader(
             connection_settings=settings.replication_settings(),
+            pymysql_wrapper=connection_class(),
             # Two readers with one server_id kick each other off (error 4052): each read gets its own.
             server_id=server_id or random.randint(1 << 20, (1 << 31) - 1),
             log_file=start.file,
