@@ -13,7 +13,7 @@ import pytest
 
 from mysql_cdc.contracts import BinlogPosition, ChangeBatch, ColumnSpec, DdlSegment, DdlTarget, RowSegment, TableChanges
 from mysql_cdc.contracts import change_row as cr
-from mysql_cdc.kinds.delta.sink.merges import append_arrow, arrow_inserts, merge_arrow, merge_arrow_keyless
+from mysql_cdc.kinds.delta.sink.merges import Txn, append_arrow, arrow_inserts, done, merge_arrow, merge_arrow_keyless
 from mysql_cdc.merge.multiset import keyless_rewrite
 from mysql_cdc.merge.ddl_statements import added_columns, column_drops, column_renames, created_columns, ddl_spark_type
 from mysql_cdc.merge.ddl_statements import existing_value
@@ -179,17 +179,38 @@ def test_an_arrow_append_is_one_commit_per_transaction_id(tmp_path):
     uri = str(tmp_path / "t")
     write_deltalake(uri, pa.table({"id": pa.array([], pa.int64())}))  # an empty table: version 0
     rows = pa.table({"id": pa.array([1, 2], pa.int64())})
-    append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 7))
-    append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 7))  # a retry of the same commit
-    append_arrow(DeltaTable(uri), rows.slice(0, 0), ("mysql-cdc/p/leader", 9))
+    append_arrow(DeltaTable(uri), rows, Txn("mysql-cdc/p/leader", 7))
+    append_arrow(DeltaTable(uri), rows, Txn("mysql-cdc/p/leader", 7))  # a retry of the same commit
+    append_arrow(DeltaTable(uri), rows.slice(0, 0), Txn("mysql-cdc/p/leader", 9))
     table = DeltaTable(uri)
     assert table.version() == 1 and table.transaction_version("mysql-cdc/p/leader") == 7
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [1, 2]
-    append_arrow(DeltaTable(uri), rows, ("mysql-cdc/p/leader", 8))  # the next segment's
+    append_arrow(DeltaTable(uri), rows, Txn("mysql-cdc/p/leader", 8))  # the next segment's
     assert DeltaTable(uri).version() == 2 and DeltaTable(uri).transaction_version("mysql-cdc/p/leader") == 8
     # a batch that spells the column in another case (MySQL's names ignore case) appends to it
-    append_arrow(DeltaTable(uri), pa.table({"ID": pa.array([3], pa.int64())}), ("mysql-cdc/p/leader", 10))
+    append_arrow(DeltaTable(uri), pa.table({"ID": pa.array([3], pa.int64())}), Txn("mysql-cdc/p/leader", 10))
     assert sorted(DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()) == [1, 1, 2, 2, 3]
+
+
+def test_a_table_at_its_cut_version_is_known_not_to_hold_the_segment_without_reading_its_log(tmp_path):
+    """``done`` reads the app's last transaction version (every log entry since the last log
+    checkpoint) only for a table that moved past its version in the cut: one still at it had no
+    commit since the state row was written. Here the log is gone after the table was opened, so a
+    read of it would fail."""
+    import shutil
+
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([1], pa.int64())}))
+    append_arrow(DeltaTable(uri), pa.table({"id": pa.array([2], pa.int64())}), Txn("mysql-cdc/p/leader", 7))
+    opened = DeltaTable(uri)  # version 1, holding the app's commit at 7
+    assert done(opened, Txn("mysql-cdc/p/leader", 7, cut_version=0))  # moved past the cut: its log says
+    assert not done(opened, Txn("mysql-cdc/p/leader", 8, cut_version=0))
+    shutil.rmtree(tmp_path / "t" / "_delta_log")
+    assert not done(opened, Txn("mysql-cdc/p/leader", 9, cut_version=1))  # at the cut: no read
+    with pytest.raises(Exception):
+        done(opened, Txn("mysql-cdc/p/leader", 9))  # (without a cut version, the log is read)
 
 
 def test_a_driver_merge_applies_each_keys_net_row_once_per_transaction_id(tmp_path):
@@ -205,8 +226,8 @@ def test_a_driver_merge_applies_each_keys_net_row_once_per_transaction_id(tmp_pa
                                     ColumnSpec("v", "varchar(4)", "string")), ("Id", "k 2"), (), 4)
     net = pa.table({"Id": pa.array([1, 1, 3, 9], pa.int32()), "k 2": ["a", "b", "a", "a"], "v": [None, "Y", "new", None],
                     cr.NET_OP: [cr.DELETE, cr.UPDATE, cr.INSERT, cr.DELETE]})
-    merge_arrow(DeltaTable(uri), table, net, ("mysql-cdc/p/leader", 5))
-    merge_arrow(DeltaTable(uri), table, net, ("mysql-cdc/p/leader", 5))  # a retry of the same commit
+    merge_arrow(DeltaTable(uri), table, net, Txn("mysql-cdc/p/leader", 5))
+    merge_arrow(DeltaTable(uri), table, net, Txn("mysql-cdc/p/leader", 5))  # a retry of the same commit
     after = DeltaTable(uri)
     assert after.version() == 1 and after.transaction_version("mysql-cdc/p/leader") == 5
     assert sorted(after.to_pyarrow_table().to_pylist(), key=lambda r: (r["Id"], r["k 2"])) == [
@@ -285,8 +306,8 @@ def test_a_driver_merge_of_a_keyless_table_rewrites_the_touched_values_once_per_
                          (), (), 4)
     after = Counter({(1, "x"): 1, (2, None): 3, (None, None): 0, (5, "keep"): 1, (6, None): 2})
     net = net_of(held, after)
-    merge_arrow_keyless(DeltaTable(uri), table, net, ("mysql-cdc/p/leader", 5))
-    merge_arrow_keyless(DeltaTable(uri), table, net, ("mysql-cdc/p/leader", 5))  # a retry of the same commit
+    merge_arrow_keyless(DeltaTable(uri), table, net, Txn("mysql-cdc/p/leader", 5))
+    merge_arrow_keyless(DeltaTable(uri), table, net, Txn("mysql-cdc/p/leader", 5))  # a retry of the same commit
     lake = DeltaTable(uri)
     assert lake.version() == 1 and lake.transaction_version("mysql-cdc/p/leader") == 5
     read = pa.table(QueryBuilder().register("t", lake).execute('SELECT a, "B" FROM t').read_all()).to_pylist()

@@ -116,7 +116,7 @@ class DeltaSink(Sink[DeltaTableRef]):
         self.state = StateTables(location)
         self.job: BatchJob | None = None
         self._session: Callable[[], SparkSession] | None = None
-        self._txn: tuple[str, int] | None = None  # (app id, version) inside idempotent()
+        self._txn: merges.Txn | None = None  # inside idempotent()
         self._opened: dict[str, Any] = {}  # qualified table name -> delta-rs's table (None: missing), this segment
         # the cut's versions as DDL replayed ahead of rows left them, for the rows' commit to record
         # (``replay_ddl_ahead``); None: no DDL waits for its commit
@@ -169,7 +169,7 @@ class DeltaSink(Sink[DeltaTableRef]):
         spark = self.spark()
         spark.conf.set(TXN_APP_ID, app_id)
         spark.conf.set(TXN_VERSION, str(version))
-        self._txn = (app_id, version)
+        self._txn = merges.Txn(app_id, version)
         try:
             yield
         finally:
@@ -321,7 +321,7 @@ class DeltaSink(Sink[DeltaTableRef]):
     def segment(self, job: BatchJob, segment: RowSegment, expected: Checkpoint) -> "DeltaSegmentWriter":
         return DeltaSegmentWriter(self, job, segment, expected)
 
-    def commit_table(self, s: StagedRows, txn: tuple[str, int]) -> int:
+    def commit_table(self, s: StagedRows, txn: merges.Txn) -> int:
         """One table's commit under the segment's transaction id (Delta skips one it has); returns
         the table's version after it. Spark's commits run in ``idempotent``."""
         if s.log is not None:
@@ -472,7 +472,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
     def commit(self, done: Checkpoint) -> dict[str, tuple[int, float]]:
         sink = self.sink
         row = sink._expect(self.expected)
-        txn = (sink.app_id(self.job.batch), position_version(done.position))
+        txn = merges.Txn(sink.app_id(self.job.batch), position_version(done.position))
         committed = _Committed(sink.versions_at(row))
         # Each table's commit is its own, idempotent under the segment's transaction id, and the
         # state row moves only after all of them: in what order, or how many at once, they commit
@@ -484,9 +484,11 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
             s = self._staged[i]
             (by_spark if s.log is not None or s.rows is not None else by_delta_rs).append(s)
         with ThreadPoolExecutor(_COMMITTING_THREADS, thread_name_prefix="mysql-cdc delta commit") as pool:
-            futures = [pool.submit(self._commit_one, s, txn, committed) for s in by_delta_rs]
+            # (delta-rs's commits know each table's version in the cut: ``merges.done``)
+            futures = [pool.submit(self._commit_one, s, replace(txn, cut_version=row.versions.get(s.target.name)),
+                                   committed) for s in by_delta_rs]
             if by_spark:
-                with sink.idempotent(*txn):
+                with sink.idempotent(txn.app_id, txn.version):
                     for s in by_spark:
                         self._commit_one(s, txn, committed)
             for future in futures:
@@ -495,7 +497,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         sink.state.write_state(replace(row, checkpoint=done, versions=committed.versions))
         return committed.applied
 
-    def _commit_one(self, s: StagedRows, txn: tuple[str, int], committed: _Committed) -> None:
+    def _commit_one(self, s: StagedRows, txn: merges.Txn, committed: _Committed) -> None:
         started = time.monotonic()
         try:
             version = self._commit_retried(s, txn) if s.rows is None and s.log is None else self.sink.commit_table(s, txn)
@@ -504,7 +506,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         committed.add(s, version, time.monotonic() - started)
         crash_point("between_tables")
 
-    def _commit_retried(self, s: StagedRows, txn: tuple[str, int]) -> int:
+    def _commit_retried(self, s: StagedRows, txn: merges.Txn) -> int:
         """delta-rs's commit of one table, retried on a failure of S3 a retry may fix (``lake_retry``).
         The first try commits on the table as this segment opened it (nothing else writes it while
         the merge runs: one run of a pipeline at a time), which saves reading its log again, a

@@ -12,6 +12,7 @@ Arrow (``merge_arrow_keyless``, ``keyless_rewrite``)."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,25 +70,40 @@ def arrow_inserts(table: TableChanges, net: pa.Table) -> pa.Table:
     return delta_arrow(table, net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE)))
 
 
-def done(table, txn: tuple[str, int]) -> bool:
+@dataclass(frozen=True)
+class Txn:
+    """The transaction id a table's commit carries (Delta's app id and version: the pipeline and
+    the segment's end), and, when the committer knows it, the table's version in the pipeline's
+    state row (``cut_version``: the cut the segment starts from)."""
+
+    app_id: str
+    version: int
+    cut_version: int | None = None
+
+
+def done(table, txn: Txn) -> bool:
     """Whether ``table`` (a delta-rs ``DeltaTable``) has a commit of the app at this version or later.
     Spark skips an idempotent commit it already has by itself; delta-rs does not, so the table's own
     record of the app's last version is read first: a retry after a crash that followed the commit
-    writes nothing twice."""
-    app_id, version = txn
-    last = table.transaction_version(app_id)
-    return last is not None and last >= version
+    writes nothing twice. A table still at its version in the cut has had no commit since the state
+    row was written (versions only grow, and the row is written after every table of a segment),
+    so none of this segment: known without that read, which reads every log entry since the
+    table's last log checkpoint (on object storage, a request each)."""
+    if txn.cut_version is not None and table.version() == txn.cut_version:
+        return False
+    last = table.transaction_version(txn.app_id)
+    return last is not None and last >= txn.version
 
 
-def commit_properties(txn: tuple[str, int]):
+def commit_properties(txn: Txn):
     from deltalake import CommitProperties, Transaction
 
-    return CommitProperties(app_transactions=[Transaction(*txn)])
+    return CommitProperties(app_transactions=[Transaction(txn.app_id, txn.version)])
 
 
-def append_arrow(table, rows: pa.Table, txn: tuple[str, int]) -> None:
+def append_arrow(table, rows: pa.Table, txn: Txn) -> None:
     """Append ``rows`` to ``table`` (a delta-rs ``DeltaTable``), as one commit carrying the
-    transaction id ``txn`` (app id, version), unless the table has it. No rows: no commit."""
+    transaction id ``txn``, unless the table has it. No rows: no commit."""
     from deltalake import write_deltalake
 
     if not rows.num_rows or done(table, txn):
@@ -113,7 +129,7 @@ def _sql_name(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, int]) -> None:
+def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: Txn) -> None:
     """``merge_keyed`` by delta-rs from Arrow net rows in Delta values (``delta_arrow`` with the net op):
     one commit carrying ``txn``, unless the table has it. delta-rs honours the table's deletion
     vectors and column mapping, writes its change data feed, and rewrites the files holding the
@@ -142,7 +158,7 @@ def copies_held(table, names: list[str]) -> pa.Table:
                     .execute(f"SELECT {columns}, COUNT(*) AS {_COPIES} FROM t GROUP BY {columns}").read_all())
 
 
-def merge_arrow_keyless(table, changes: TableChanges, rows: pa.Table, txn: tuple[str, int]) -> None:
+def merge_arrow_keyless(table, changes: TableChanges, rows: pa.Table, txn: Txn) -> None:
     """``merge_keyless`` by delta-rs from Arrow net rows in Delta values (``delta_arrow`` with the net
     op and copies): one commit carrying ``txn``, unless the table has it."""
     if not rows.num_rows or done(table, txn):
