@@ -4,7 +4,8 @@ pipelines file's defaults (a snapshot first, copied by 2 worker processes), a wr
 the leader, and the deployment's faults: the triggerer killed while a sensor waits in it, a task
 process killed during a merge, the scheduler killed during a merge. After each, the follower
 equals the leader once the next run has applied the leader's last position. Beside it, a pipeline
-into a Delta Lake on S3, run by hand through the API: a copy, then changes.
+into a Delta Lake on S3 and one into an Iceberg catalog (its warehouse on S3), run by hand through
+the API: a copy, then changes.
 
 Its own MariaDB leader and follower and its own SQLite metadata database: the scheduled runs of
 this module never touch the other tests' servers. It costs about 9 minutes of the suite (most of it
@@ -18,6 +19,7 @@ import os
 import re
 import signal
 import time
+import urllib.error
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,6 +29,7 @@ import pytest
 import yaml
 
 from airflow_deployment import AirflowDeployment, pipeline_connections
+from iceberg_helpers import assert_iceberg_equals_leader
 from lake_helpers import assert_lake_equals_leader
 from leader_writer import LeaderWriter
 from local_services import MariaDBServer
@@ -37,10 +40,14 @@ from mysql_cdc.server_state.history import read_failed_tries, read_history
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.kinds.delta.state.cut import read_cut
 from mysql_cdc.kinds.delta.state.location import LakeLocation
+from mysql_cdc.kinds.iceberg.catalog import CatalogRef
+from mysql_cdc.kinds.iceberg.state import IcebergStateStore
 from mysql_cdc.storage import StorageSpec
 
 PIPELINE, DB = "deployed_cdc", "shop"
 LAKE_PIPELINE = "deployed_lake"  # the same leader into a Delta Lake on S3, triggered by hand
+ICEBERG_PIPELINE = "deployed_iceberg"  # and into an Iceberg catalog (a database of the follower's server)
+ICEBERG_CATALOG_DB = "deployed_catalog"
 TERMINAL = {"success", "failed"}
 
 
@@ -52,6 +59,7 @@ class Deployed:
     leader_settings: MySQLSettings
     follower_settings: MySQLSettings
     lake: tuple[str, dict]  # the lake pipeline's location and its S3 options
+    iceberg: CatalogRef  # the Iceberg pipeline's catalog
 
     def leader_position(self):
         with Leader(self.leader_settings) as server:
@@ -91,6 +99,23 @@ class Deployed:
             run = next(r for r in self.runs(dag_id) if r["dag_run_id"] == run_id)
             return run["state"] if run["state"] in TERMINAL else None
         return self.airflow.wait(done, timeout, f"run {run_id} to finish", every=3)
+
+    def run_by_hand(self, dag_id: str, changes: list[str]):
+        """``changes`` written on the leader, then a manual run of ``dag_id`` (once the DAG processor
+        has parsed it) that succeeds; returns the leader's position the run had to reach."""
+        def parsed():
+            try:
+                return self.airflow.api(f"/dags/{dag_id}")
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404:
+                    raise
+                return None
+        self.airflow.wait(parsed, 120, f"the DAG {dag_id} parsed", every=2)
+        self.leader.run_sql(changes)
+        target = self.leader_position()
+        run = self.airflow.api(f"/dags/{dag_id}/dagRuns", "POST", {"logical_date": None})
+        assert self.run_state(run["dag_run_id"], dag_id=dag_id) == "success", run
+        return target
 
     def history(self):
         conn = self.follower_settings.connect()
@@ -135,6 +160,8 @@ def deployed(services_dir, tmp_path_factory, s3_endpoint):
             "INSERT INTO orders (customer, amount) SELECT seq % 97, seq / 3 FROM seq_1_to_3000",
             "INSERT INTO events SELECT seq % 3, 'old' FROM seq_1_to_300",
         ], database=None)
+        follower.run_sql([f"CREATE DATABASE {ICEBERG_CATALOG_DB}"])
+        warehouse = f"s3://{s3_endpoint.bucket}/deployed-warehouse"
         pipelines = home / "pipelines.yaml"
         # The pipelines file's defaults (start_position: snapshot, snapshot.workers: 2), a schedule
         # of every minute, a sensor that waits in the triggerer long enough to be caught there,
@@ -150,6 +177,13 @@ def deployed(services_dir, tmp_path_factory, s3_endpoint):
             "storage_uri": f"s3://{s3_endpoint.bucket}/deployed", "aws_conn_id": "deployed_s3",
             "spark_conn_id": "deployed_spark", "include": [f"{DB}.*"], "wait_timeout": 10, "retry_delay": 5,
             "verify": {"schedule": None}, "maintenance": {"schedule": None},
+        }, {
+            "name": ICEBERG_PIPELINE, "schedule": None, "leader_conn_id": "deployed_leader",
+            "follower": {"kind": "iceberg", "catalog": "lake", "conn_id": "deployed_follower",
+                         "database": ICEBERG_CATALOG_DB, "warehouse": warehouse},
+            "storage_uri": f"s3://{s3_endpoint.bucket}/deployed", "aws_conn_id": "deployed_s3",
+            "spark_conn_id": "deployed_spark", "include": [f"{DB}.*"], "wait_timeout": 10, "retry_delay": 5,
+            "verify": {"schedule": None}, "maintenance": {"schedule": None},
         }]}))
         lake_location = f"s3://{s3_endpoint.bucket}/deployed-lake"
         airflow = AirflowDeployment(home, env={
@@ -160,7 +194,8 @@ def deployed(services_dir, tmp_path_factory, s3_endpoint):
         airflow.start()
         lake = s3_endpoint.client_kwargs()
         yield Deployed(airflow, leader, follower, MySQLSettings(**leader_user), MySQLSettings(**follower_user),
-                       (f"s3://{s3_endpoint.bucket}/deployed-lake", lake))
+                       (f"s3://{s3_endpoint.bucket}/deployed-lake", lake),
+                       CatalogRef("lake", MySQLSettings(**follower_user), ICEBERG_CATALOG_DB, StorageSpec(warehouse, lake)))
     finally:
         left = []
         if airflow is not None:
@@ -308,10 +343,7 @@ def test_a_lake_pipeline_snapshots_then_streams_under_the_scheduler(deployed):
     lake = SimpleNamespace(leader=deployed.leader, database=DB, cut=lambda: read_cut(location, LAKE_PIPELINE, s3))
     for changes in ([], [f"INSERT INTO {DB}.events VALUES (11, 'lake')", f"UPDATE {DB}.orders SET amount = 0 WHERE id < 9",
                          f"DELETE FROM {DB}.accounts WHERE id = 1"]):
-        deployed.leader.run_sql(changes)
-        target = deployed.leader_position()
-        run = airflow.api(f"/dags/{LAKE_PIPELINE}/dagRuns", "POST", {"logical_date": None})
-        assert deployed.run_state(run["dag_run_id"], dag_id=LAKE_PIPELINE) == "success", run
+        target = deployed.run_by_hand(LAKE_PIPELINE, changes)
         assert lake.cut().position >= target
         assert_lake_equals_leader(lake)
     logged = {(r["_op"], r["kind"], r["note"]) for r in changelog_rows(location, s3, "events")}
@@ -331,6 +363,21 @@ def test_a_lake_pipeline_snapshots_then_streams_under_the_scheduler(deployed):
     assert extras[-1]["updated"] >= 1 and extras[-1]["inserted"] == extras[-1]["deleted"] == 0
     assert extras[-1]["version"] == lake.cut().versions[f"{DB}.orders"]
     assert extras[-1]["position"] == str(lake.cut().position)
+
+
+def test_an_iceberg_pipeline_snapshots_then_streams_under_the_scheduler(deployed):
+    """The Iceberg pipeline's manual runs as the deployment runs them (the triggerer's sensor reading
+    the catalog's state, the snapshot's worker processes, the merge's spark-submit writing through
+    pyiceberg to a warehouse on S3): a copy, then the changes, the catalog equal to the leader at
+    its consistent cut after each, read with pyiceberg."""
+    state = IcebergStateStore(deployed.iceberg)
+    catalog = SimpleNamespace(leader=deployed.leader, database=DB, catalog=deployed.iceberg,
+                              cut=lambda: state.table_versions(ICEBERG_PIPELINE))
+    for changes in ([], [f"INSERT INTO {DB}.events VALUES (12, 'iceberg')", f"UPDATE {DB}.orders SET amount = 1 WHERE id < 5",
+                         f"DELETE FROM {DB}.accounts WHERE id = 2"]):
+        target = deployed.run_by_hand(ICEBERG_PIPELINE, changes)
+        assert state.checkpoint(ICEBERG_PIPELINE).position >= target
+        assert_iceberg_equals_leader(catalog)
 
 
 def changelog_rows(location: str, s3: dict, table: str) -> list[dict]:

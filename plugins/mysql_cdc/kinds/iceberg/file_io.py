@@ -22,4 +22,3 @@ class WarehouseFileIO(PyArrowFileIO):
         # the options pyiceberg gave (endpoint, credentials, region, ...), as Arrow pickles them
         rebuild, (options,) = eager.__reduce__()
         return rebuild({**options, "allow_delayed_open": True})
-

@@ -15,7 +15,6 @@ _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 def iceberg_type_name(column: ColumnSpec, where: str) -> str:
     """The Iceberg type of a batch column as pyiceberg spells it (``long``, ``decimal(10, 2)``)."""
-
     return str(iceberg_type(iceberg_arrow_type(column, where)))
 
 
