@@ -98,7 +98,8 @@ class MySQLSettings:
 
     def tls_error(self, exc: BaseException) -> TlsError | None:
         """A ``TlsError`` naming the server, its connection and the fix, when ``exc`` (or what it was
-        raised from) is a TLS failure; None otherwise."""
+        raised from) is a TLS failure (a certificate that does not verify, settings the server does
+        not take); None otherwise, a connection closed during the handshake included."""
         import ssl
 
         cause, seen = exc, set()
@@ -106,7 +107,9 @@ class MySQLSettings:
             seen.add(id(cause))
             cause = cause.__cause__ or cause.__context__ or next(
                 (a for a in getattr(cause, "args", ()) if isinstance(a, BaseException)), None)
-        if cause is None:
+        if cause is None or isinstance(cause, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+            # (an EOF: the server closed the connection during the handshake, as a server being
+            # killed or restarted does; a lost connection a retry may mend, not TLS settings to fix)
             return None
         where = f"{self.host}:{self.port}" + (f" (Airflow connection {self.conn_id!r})" if self.conn_id else "")
         if isinstance(cause, ssl.SSLCertVerificationError):

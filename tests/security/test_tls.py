@@ -260,6 +260,49 @@ def test_an_iceberg_catalog_on_a_tls_server_is_reached_verified(tls_follower, pk
     assert f"the server at 127.0.0.1:{tls_follower.port} (Airflow connection 'tls_catalog')" in str(caught.value)
 
 
+def _server_closing_during_the_tls_handshake():
+    """A TCP server that greets like a MySQL server offering TLS, reads the client's switch to TLS
+    and its first handshake bytes, then closes the connection: what a client sees when the server
+    is killed at that moment. (A stand-in: a real server cannot be killed at that instant reliably;
+    tests/merge/test_leader_restart.py kills real ones at random moments.)"""
+    import socket
+    import struct
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    capabilities = 0x0001 | 0x0200 | 0x0800 | 0x8000 | 0x80000  # long password, 4.1, SSL, secure auth, plugin auth
+    greeting = (b"\x0a" + b"9.0.0-fake\x00" + struct.pack("<I", 1) + b"12345678\x00"
+                + struct.pack("<H", capabilities & 0xFFFF) + b"\x21" + struct.pack("<H", 2)
+                + struct.pack("<H", capabilities >> 16) + b"\x15" + b"\x00" * 10 + b"123456789012\x00"
+                + b"mysql_native_password\x00")
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(struct.pack("<I", len(greeting))[:3] + b"\x00" + greeting)
+            conn.recv(4 + 32)  # the client's SSL request
+            conn.recv(4096)  # its TLS ClientHello: then the connection is gone
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener.getsockname()[1]
+
+
+def test_a_server_gone_during_the_tls_handshake_is_a_lost_connection_not_a_tls_error(pki):
+    """A server killed while a client negotiates TLS (the leader's restart during a snapshot) is a
+    lost connection, which the task's retry mends, not a ``TlsError`` (permanent: no retry), with
+    and without TLS settings."""
+    import pymysql
+
+    from mysql_cdc.retry_policy import is_permanent
+
+    for settings_tls in (None, tls(pki, mode="REQUIRED")):
+        port = _server_closing_during_the_tls_handshake()
+        with pytest.raises(pymysql.err.OperationalError) as caught:
+            MySQLSettings("127.0.0.1", port, tls=settings_tls).connect()
+        assert not isinstance(caught.value, TlsError) and not is_permanent(caught.value), caught.value
+
+
 def test_the_airflow_connection_carries_tls_in_its_extras(monkeypatch, pki, tmp_path):
     from mysql_cdc.hooks import ConnectionConfigError, LeaderHook
     from mysql_cdc.kinds.mysql.hook import FollowerHook
