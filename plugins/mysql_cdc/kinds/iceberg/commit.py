@@ -94,11 +94,12 @@ class TableCommit:
 
     def _holding(self, row_filter) -> list:
         """The scan tasks of the files that may hold rows matching ``row_filter`` (by their column
-        statistics), and the rows of all of them."""
+        statistics), and the rows of all of them. A table without data files (just created, or
+        emptied) holds none: nothing is planned or read."""
         from pyiceberg.io.pyarrow import ArrowScan
         from pyiceberg.expressions import AlwaysTrue
 
-        if self.table.current_snapshot() is None:
+        if not self._has_files():
             return [], None
         tasks = list(self.table.scan(row_filter=row_filter).plan_files())
         if any(task.delete_files for task in tasks):
@@ -118,9 +119,8 @@ class TableCommit:
         if not net.num_rows:
             return
         # the files whose statistics may hold one of the keys, by the first key column (a superset
-        # for a composite key); the rows themselves are matched on every key column below. A table
-        # without data files (just created, or emptied) holds none: the net rows are appended
-        tasks, held = self._holding(_may_hold(net.column(keys[0]), keys[0])) if self._has_files() else ([], None)
+        # for a composite key); the rows themselves are matched on every key column below
+        tasks, held = self._holding(_may_hold(net.column(keys[0]), keys[0]))
         if held is not None:
             key_rows = net.select(list(keys))
             # rows of other keys stay; the rows of the net rows' keys are replaced by them
