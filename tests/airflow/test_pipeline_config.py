@@ -248,7 +248,10 @@ def test_a_lake_partitions_tables_by_globs_and_the_merge_job_receives_them(tmp_p
     ({"follower": {"kind": "hudi", "location": "s3://x"}},
      "field 'follower': kind must be one of ['delta', 'iceberg', 'mysql']"),
     ({"follower": {"kind": "iceberg", "location": "s3://x"}}, "field 'follower': unknown key(s) ['location']; known keys are "
-     "['catalog', 'conn_id', 'database', 'kind', 'warehouse']"),
+     "['catalog', 'conn_id', 'database', 'kind', 'soft_deletes', 'warehouse']"),
+    ({"follower": {"kind": "iceberg", "catalog": "lake", "conn_id": "c", "database": "d", "warehouse": "s3://w",
+                   "soft_deletes": "shop.orders"}},
+     "field 'follower': soft_deletes: must be true, false or a list of db.table globs"),
     ({"follower": {"kind": "iceberg", "catalog": "lake", "conn_id": "c", "database": "a-b", "warehouse": "s3://w"}},
      "field 'follower': database: 'a-b' is not a plain name"),
     ({"follower": {"kind": "iceberg", "catalog": "lake", "conn_id": "c", "database": "d"}},
@@ -259,6 +262,18 @@ def test_a_lake_partitions_tables_by_globs_and_the_merge_job_receives_them(tmp_p
 ])
 def test_a_bad_lake_follower_is_named(tmp_path, change, words):
     assert words in error_of(tmp_path, {**LAKE, **change})
+
+
+@pytest.mark.parametrize(("given", "globs"), [(None, []), (True, ["*.*"]), (["shop.orders", " crm.* "], ["shop.orders", "crm.*"])])
+def test_an_iceberg_follower_names_the_tables_that_keep_their_deleted_rows(tmp_path, given, globs):
+    from mysql_cdc.hooks.follower import follower_hook
+
+    follower = {"kind": "iceberg", "catalog": "lake", "conn_id": "c", "database": "d", "warehouse": "s3://w"}
+    if given is not None:
+        follower["soft_deletes"] = given
+    (config,) = load_pipelines(write(tmp_path, {**LAKE, "follower": follower}))
+    assert config.follower_reference["soft_deletes"] == globs
+    assert follower_hook(config.follower_reference).soft_deletes == tuple(globs)
 
 
 def test_the_short_form_is_the_same_reference(tmp_path):

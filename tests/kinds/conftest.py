@@ -32,10 +32,11 @@ def lake_pipeline(make_pipeline, tmp_path, request):
 
 @pytest.fixture
 def iceberg_pipeline(make_pipeline, tmp_path, request):
-    """make(s3=False) -> a started IcebergPipeline: its catalog a fresh database on the session's MariaDB
-    follower, its warehouse on the local file system or in a fresh bucket of the session's moto."""
+    """make(s3=False, soft_deletes=()) -> a started IcebergPipeline: its catalog a fresh database on the
+    session's MariaDB follower, its warehouse on the local file system or in a fresh bucket of the
+    session's moto; ``soft_deletes``: the globs of its tables that keep their deleted rows."""
 
-    def make(s3: bool = False) -> IcebergPipeline:
+    def make(s3: bool = False, soft_deletes: tuple[str, ...] = ()) -> IcebergPipeline:
         base = make_pipeline(start=False)
         if s3:
             bucket = request.getfixturevalue("s3_bucket")
@@ -44,6 +45,6 @@ def iceberg_pipeline(make_pipeline, tmp_path, request):
             warehouse = StorageSpec(f"s3://{bucket['bucket']}/warehouse", options)
         else:
             warehouse = StorageSpec(f"file://{tmp_path}/warehouse")
-        return IcebergPipeline.of(base, warehouse).start()
+        return IcebergPipeline.of(base, warehouse, soft_deletes=soft_deletes).start()
 
     return make

@@ -35,16 +35,19 @@ DUCKDB_SITE = REPO / ".local" / "readers" / "duckdb-iceberg" / "site"
 @dataclass
 class IcebergPipeline(Pipeline):
     catalog: CatalogRef | None = None
+    soft_deletes: tuple[str, ...] = ()  # globs of the tables that keep their deleted rows
 
     @classmethod
-    def of(cls, pipeline: Pipeline, warehouse: StorageSpec, catalog: CatalogRef | None = None) -> "IcebergPipeline":
+    def of(cls, pipeline: Pipeline, warehouse: StorageSpec, catalog: CatalogRef | None = None,
+           soft_deletes: tuple[str, ...] = ()) -> "IcebergPipeline":
         """``pipeline`` into ``catalog``; without one, a catalog named ``lake`` in a new database of the
         follower server, with its warehouse at ``warehouse``."""
         if catalog is None:
             database = "iceberg_" + uuid.uuid4().hex[:10]
             pipeline.follower.run_sql([f"CREATE DATABASE {database}"])
             catalog = CatalogRef("lake", MySQLSettings(**pipeline.follower.conn_params()), database, warehouse)
-        return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, catalog=catalog)
+        return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, catalog=catalog,
+                   soft_deletes=soft_deletes)
 
     @property
     def state(self) -> IcebergStateStore:
@@ -52,7 +55,7 @@ class IcebergPipeline(Pipeline):
 
     @property
     def secrets(self) -> JobSecrets:
-        return JobSecrets(iceberg_follower_spec(self.catalog), self.storage)
+        return JobSecrets(iceberg_follower_spec(self.catalog, self.soft_deletes), self.storage)
 
     def cut(self) -> dict[str, int]:
         return self.state.table_versions(self.name)

@@ -13,7 +13,9 @@ pyiceberg's ``SqlCatalog``.
 - ``maintenance``: compaction, snapshot expiry that keeps the cut, orphan files.
 
 The pipelines file names it ``follower: {kind: iceberg, catalog: <name>, conn_id: <mysql connection of
-the catalog's server>, database: <the catalog's database>, warehouse: s3://bucket/prefix}``.
+the catalog's server>, database: <the catalog's database>, warehouse: s3://bucket/prefix}``, and
+optionally ``soft_deletes: true`` (or ``db.table`` globs): tables that keep the rows the leader
+deleted, marked (``merge.soft_deletes``).
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 class IcebergKind(FollowerKind):
     name = "iceberg"
-    config_keys = frozenset({"catalog", "conn_id", "database", "warehouse"})
+    config_keys = frozenset({"catalog", "conn_id", "database", "warehouse", "soft_deletes"})
     maintained = True
 
     def reference(self, section: Mapping[str, Any], aws_conn_id: str | None) -> dict[str, Any]:
         import re
 
+        from ...merge.soft_deletes import parse_globs
         from ...storage import normalize_uri
 
         for key in ("catalog", "conn_id", "database", "warehouse"):
@@ -48,7 +51,8 @@ class IcebergKind(FollowerKind):
         except ValueError as exc:
             raise ValueError(f"warehouse: {exc}") from None
         return {"kind": self.name, "catalog": section["catalog"].strip(), "conn_id": section["conn_id"].strip(),
-                "database": section["database"].strip(), "warehouse": warehouse, "aws_conn_id": aws_conn_id}
+                "database": section["database"].strip(), "warehouse": warehouse, "aws_conn_id": aws_conn_id,
+                "soft_deletes": list(parse_globs(section.get("soft_deletes", False)))}
 
     def describe(self, reference: Mapping[str, Any]) -> str:
         return f"{self.name} catalog {reference['catalog']} ({reference['conn_id']}), warehouse {reference['warehouse']}"
@@ -90,7 +94,8 @@ _HELP = {
 KIND = IcebergKind()
 
 
-def follower_spec(catalog) -> FollowerSpec:
+def follower_spec(catalog, soft_deletes: tuple[str, ...] = ()) -> FollowerSpec:
     """An Iceberg follower in ``catalog`` (a ``catalog.CatalogRef``: its server's password and its
-    warehouse's S3 options are its secrets)."""
-    return FollowerSpec(KIND.name, {"catalog": catalog.to_json()})
+    warehouse's S3 options are its secrets) whose tables named by the ``soft_deletes`` globs keep
+    their deleted rows."""
+    return FollowerSpec(KIND.name, {"catalog": catalog.to_json(), "soft_deletes": list(soft_deletes)})

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from ...contracts import BinlogPosition
 from ...contracts import change_row as cr
+from ...merge import soft_deletes
 from ...merge.multiset import COPIES, SIDE, keyless_rewrite
 
 if TYPE_CHECKING:
@@ -112,23 +113,39 @@ class TableCommit:
         rows = ArrowScan(self.table.metadata, self.table.io, self.table.schema(), AlwaysTrue()).to_table(tasks)
         return tasks, rows
 
-    def upsert(self, net: pa.Table, keys: Sequence[str]) -> None:
+    def upsert(self, net: pa.Table, keys: Sequence[str], keep_deleted: bool = False) -> None:
         """Stage a keyed table's net rows: the rows of their keys leave the files holding them, and
         every net row but a delete is added (an update is its key's row replaced; a key change is
-        a delete of the old key and an insert of the new)."""
+        a delete of the old key and an insert of the new). ``keep_deleted`` (soft deletes: the net
+        rows carry ``merge.soft_deletes.with_marks``'s columns): a deleted key's row stays, marked
+        with its delete's time and transaction."""
         if not net.num_rows:
             return
+        keys = list(keys)
+        deletes = pc.equal(net.column(cr.NET_OP), cr.DELETE)
         # the files whose statistics may hold one of the keys, by the first key column (a superset
         # for a composite key); the rows themselves are matched on every key column below
         tasks, held = self._holding(_may_hold(net.column(keys[0]), keys[0]))
         if held is not None:
-            key_rows = net.select(list(keys))
             # rows of other keys stay; the rows of the net rows' keys are replaced by them
             self._removed += [task.file for task in tasks]
-            self._rewritten.append(held.join(key_rows, keys=list(keys), join_type="left anti")
+            self._rewritten.append(held.join(net.select(keys), keys=keys, join_type="left anti")
                                    .select(held.column_names))
+            if keep_deleted:
+                self._rewritten.append(_marked_deleted(held, net.filter(deletes), keys))
         columns = [n for n in net.column_names if not n.startswith(cr.RESERVED_PREFIX)]
-        self._added.append(net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE)).select(columns))
+        self._added.append(net.filter(pc.invert(deletes)).select(columns))
+
+    def mark_all_deleted(self, txn: str) -> None:
+        """Stage every live row marked deleted by ``txn`` (a TRUNCATE of a table keeping its deleted
+        rows: ``merge.soft_deletes``); rows deleted before keep their marks."""
+        from pyiceberg.expressions import AlwaysTrue
+
+        tasks, held = self._holding(AlwaysTrue())
+        if held is None:
+            return
+        self._removed += [task.file for task in tasks]
+        self._rewritten.append(soft_deletes.marked_removed(held, None, txn))
 
     def rewrite_multiset(self, net: pa.Table, names: Sequence[str]) -> None:
         """Stage a keyless table's net rows: its rows as a multiset, each row value held as many
@@ -236,6 +253,15 @@ def _may_hold(keys: pa.ChunkedArray, name: str):
         return In(name, pc.unique(keys).to_pylist())
     bounds = pc.min_max(keys)
     return And(GreaterThanOrEqual(name, bounds["min"].as_py()), LessThanOrEqual(name, bounds["max"].as_py()))
+
+
+def _marked_deleted(held: pa.Table, deleted: pa.Table, keys: list[str]) -> pa.Table:
+    """The rows of ``held`` whose key a net delete of ``deleted`` (with its marks) deletes, marked
+    as it says: the row's values as they were, ``_deleted`` true, its time and transaction."""
+    marks = soft_deletes.COLUMNS
+    kept = held.select([n for n in held.column_names if n not in marks])
+    gone = kept.join(deleted.select([*keys, *marks]), keys=keys, join_type="inner", use_threads=False)
+    return gone.select(held.column_names)
 
 
 def _without_retries(table: "Table") -> "Table":

@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import pyarrow as pa
 
 from ...contracts import DdlSegment, DdlTarget
 from ...merge.ddl_statements import added_columns, column_drops, column_renames, created_columns, ddl_spark_type, \
     existing_value, leader_computed
+from ...merge import soft_deletes
 from ...merge.errors import FollowerSchemaError
 from .commit import CommitId, TableCommit
 from .tables import create_table, mark, schema_changes, spark_sql_arrow, table_columns
@@ -81,6 +82,45 @@ def _empty_with(table, schema: pa.Schema) -> bool:
     return snapshot is None or int(snapshot.summary.additional_properties.get("total-records", "0")) == 0
 
 
+def _with_mark_columns(table):
+    """The table with ``soft_deletes``' columns (added when it was made before it kept its deleted
+    rows: its rows are live, the marks NULL)."""
+    missing = schema_changes(table, pa.schema(soft_deletes.FIELDS), table.name())
+    if not missing:
+        return table
+    with table.update_schema() as update:
+        for change in missing:
+            change(update)
+    return table.refresh()
+
+
+def _with_rows_gone(table, rows: pa.Table, keys: list[str], txn: str) -> pa.Table:
+    """A copy's ``rows`` (live: ``soft_deletes`` marks added) and the ``table``'s rows whose keys they
+    lack, marked deleted by ``txn``, in the copy's columns (matched without case; a column the
+    table's rows lack is NULL in them)."""
+    live = pa.table([*rows.columns, pa.array([False] * rows.num_rows),
+                     pa.nulls(rows.num_rows, soft_deletes.FIELDS[1].type), pa.nulls(rows.num_rows, soft_deletes.FIELDS[2].type)],
+                    schema=pa.schema([*rows.schema, *soft_deletes.FIELDS]))
+    if not table.current_snapshot():
+        return live
+    held = table.scan().to_arrow()
+    spelled = {n.lower(): n for n in held.column_names}
+    if not held.num_rows or any(k.lower() not in spelled for k in keys):
+        return live  # (a table whose key is new: none of its rows can be told apart from the copy's)
+    if soft_deletes.DELETED not in held.column_names:  # a table made before it kept its deleted rows
+        held = pa.table([*held.columns, *(pa.nulls(held.num_rows, f.type) for f in soft_deletes.FIELDS)],
+                        names=[*held.column_names, *soft_deletes.COLUMNS])
+    held = held.rename_columns([n if n in soft_deletes.COLUMNS else n.lower() for n in held.column_names])
+    copy_keys = pa.table([rows.column(k).cast(held.schema.field(k.lower()).type) for k in keys],
+                         names=[k.lower() for k in keys])
+    gone = soft_deletes.marked_removed(held.join(copy_keys, keys=[k.lower() for k in keys], join_type="left anti",
+                                                 use_threads=False), None, txn)
+    columns = [gone.column(f.name.lower()).cast(f.type) if f.name.lower() in gone.column_names
+               else pa.nulls(gone.num_rows, f.type) for f in rows.schema]
+    marks = [gone.column(f.name).cast(f.type) for f in soft_deletes.FIELDS]
+    return pa.concat_tables([live, pa.table([*columns, *marks], schema=live.schema)])
+
+
 def _drop_table(r: _Replay, target: DdlTarget) -> None:
     """The table leaves the catalog and the cut (its files stay until the maintenance job's orphan
     removal: a reader holding the cut's snapshot ids can still read it meanwhile)."""
@@ -93,9 +133,15 @@ def _truncate(r: _Replay, target: DdlTarget) -> None:
     table = r.load(target)
     if table is None:
         return
+    keep = r.sink.keeps_deleted(target.database, target.table)
+    if keep and not TableCommit(table, r.commit_id).done:
+        table = _with_mark_columns(table)
     change = TableCommit(table, r.commit_id)
     if not change.done:
-        change.remove_all()
+        if keep:
+            change.mark_all_deleted(str(r.commit_id.position))  # its statement's position: its transaction's
+        else:
+            change.remove_all()
         table = change.table if change.commit() is not None else mark(table, r.commit_id)
     r.record(target, table)
 
@@ -230,11 +276,14 @@ def replay(sink: "IcebergSink", segment: DdlSegment, cut: dict[str, int], commit
 
 
 def replace_rows(sink: "IcebergSink", database: str, table_name: str, schema: pa.Schema, rows: pa.Table,
-                 commit_id: CommitId) -> int:
+                 commit_id: CommitId, keys_of_kept: Sequence[str] | None = None) -> int:
     """A copy's rows in the table's place, its columns the copy's, in one snapshot carrying
     ``commit_id`` (a retry finds it and skips it); returns the snapshot id. A column whose type
     Iceberg cannot change in place makes the table anew (dropped, created): a reader of the
-    catalog sees no table for that moment, a reader of the cut the old one until the state moves."""
+    catalog sees no table for that moment, a reader of the cut the old one until the state moves.
+    ``keys_of_kept``: the key of a table that keeps its deleted rows (``merge.soft_deletes``): the
+    copy's rows are live, and the table's rows whose keys the copy lacks stay, marked deleted by
+    the copy's position (rows deleted before keep their marks)."""
     name = f"{database}.{table_name}"
     table = sink.load(database, table_name)
     if table is None:
@@ -242,6 +291,8 @@ def replace_rows(sink: "IcebergSink", database: str, table_name: str, schema: pa
     change = TableCommit(table, commit_id)
     if change.done:
         return table.current_snapshot().snapshot_id
+    if keys_of_kept is not None:
+        rows = _with_rows_gone(table, rows, list(keys_of_kept), str(commit_id.position))
     try:
         updates = schema_changes(table, schema, name)
     except FollowerSchemaError:

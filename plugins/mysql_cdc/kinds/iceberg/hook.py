@@ -40,8 +40,13 @@ class IcebergFollowerHook(BaseHook, FollowerHookBase):
         warehouse = BatchStorageHook(r["warehouse"], r.get("aws_conn_id")).spec()
         return CatalogRef(r["catalog"], server, r["database"], warehouse)
 
+    @property
+    def soft_deletes(self) -> tuple[str, ...]:
+        """The globs of the tables that keep their deleted rows (``merge.soft_deletes``)."""
+        return tuple(self.reference.get("soft_deletes", ()))
+
     def spec(self) -> FollowerSpec:
-        return follower_spec(self.catalog)
+        return follower_spec(self.catalog, self.soft_deletes)
 
     async def aspec(self) -> FollowerSpec:
         # the connections' lookups are blocking: a worker thread, not the event loop
@@ -74,4 +79,4 @@ class IcebergFollowerHook(BaseHook, FollowerHookBase):
 
     def checksum_sides(self) -> FollowerSides:
         """The catalog's tables at the consistent cut, hashed against the leader's rows."""
-        return checksum_sides(self.catalog)
+        return checksum_sides(self.catalog, self.soft_deletes)

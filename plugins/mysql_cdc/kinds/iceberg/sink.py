@@ -25,6 +25,7 @@ from ...contracts import DONE, ChangeBatch, Checkpoint, DdlSegment, RowSegment, 
 from ...contracts import change_row as cr
 from ...contracts import require_checkpoint
 from ...crash_points import crash_point
+from ...merge import soft_deletes
 from ...merge.errors import CheckpointError, TableCommitError
 from ...merge.report import TableReport
 from ...merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
@@ -66,8 +67,9 @@ class _Staged:
 
 
 class IcebergSink(Sink[IcebergTarget]):
-    def __init__(self, catalog: CatalogRef):
+    def __init__(self, catalog: CatalogRef, soft_deletes: tuple[str, ...] = ()):
         self.ref = catalog
+        self.soft_deletes = soft_deletes  # globs of the tables that keep their deleted rows
         self._catalog = None
         self.job: BatchJob | None = None
         # the tables ``check_tables`` loaded for the segment, which their commits start from (nothing
@@ -78,7 +80,7 @@ class IcebergSink(Sink[IcebergTarget]):
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "IcebergSink":
-        return cls(CatalogRef.from_json(settings["catalog"]))
+        return cls(CatalogRef.from_json(settings["catalog"]), tuple(settings.get("soft_deletes", ())))
 
     @property
     def catalog(self):
@@ -94,6 +96,22 @@ class IcebergSink(Sink[IcebergTarget]):
             return self.catalog.load_table((database, table))
         except NoSuchTableError:
             return None
+
+    def keeps_deleted(self, database: str, table: str) -> bool:
+        """Whether the table keeps the rows the leader deleted (``merge.soft_deletes``)."""
+        return soft_deletes.keeps_deleted(self.soft_deletes, database, table)
+
+    def schema(self, database: str, table: str, columns, key_columns) -> pa.Schema:
+        """The Arrow schema of the table's Iceberg columns: the leader's (``columns``), then the marks
+        of a table keeping its deleted rows (which needs a key: ``soft_deletes.check_table``)."""
+        schema = iceberg_schema(columns, f"{database}.{table}")
+        if self.keeps_deleted(database, table):
+            soft_deletes.check_table(f"{database}.{table}", key_columns, [c.name for c in columns])
+            schema = pa.schema([*schema, *soft_deletes.FIELDS])
+        return schema
+
+    def change_metadata(self, table: TableChanges) -> frozenset[str]:
+        return soft_deletes.METADATA if self.keeps_deleted(table.database, table.table) else frozenset()
 
     def app_id(self, batch: ChangeBatch) -> str:
         # positions of two leaders do not compare: after a failover the positions start afresh
@@ -143,7 +161,7 @@ class IcebergSink(Sink[IcebergTarget]):
         """The table, created from the batch's columns when missing, its columns the batch's (added,
         widened) when they differ in a way Iceberg changes in place."""
         name = changes.qualified_name
-        schema = iceberg_schema(changes.columns, name)
+        schema = self.schema(changes.database, changes.table, changes.columns, changes.key_columns)
         table = self.load(changes.database, changes.table)
         if table is None:
             with self._creating:
@@ -177,7 +195,8 @@ class IcebergSink(Sink[IcebergTarget]):
         name_in_table = spelling(table)
         net = staged.net.rename_columns([name_in_table(n) for n in staged.net.column_names])
         if changes.key_columns:
-            change.upsert(net, [name_in_table(k) for k in changes.key_columns])
+            change.upsert(net, [name_in_table(k) for k in changes.key_columns],
+                          keep_deleted=self.keeps_deleted(changes.database, changes.table))
         else:
             change.rewrite_multiset(net, [name_in_table(c.name) for c in changes.columns])
         if change.commit() is None:
@@ -206,15 +225,17 @@ class IcebergSink(Sink[IcebergTarget]):
         self.expect(checkpoint)
         started = time.monotonic()
         frame, (report.inserted, report.updated, report.deleted) = copy.rows()
-        schema = iceberg_schema(segment.columns, name)
+        schema = self.schema(segment.database, segment.table, segment.columns, segment.key_columns)
         rows = (to_iceberg(frame.toArrow(), segment.columns, name) if frame is not None
-                else schema.empty_table())
+                else iceberg_schema(segment.columns, name).empty_table())
         report.stage_seconds = time.monotonic() - started
         applied = time.monotonic()
         # The copy's commit id is the batch's own: a retry of this batch skips it, but a later copy
         # (a resnapshot repairing drift) is applied even at the same leader position.
         commit_id = CommitId(f"{self.app_id(job.batch)}/copy/{job.batch.batch_id}", segment.at)
-        snapshot = ddl.replace_rows(self, segment.database, segment.table, schema, rows, commit_id)
+        keep = self.keeps_deleted(segment.database, segment.table)
+        snapshot = ddl.replace_rows(self, segment.database, segment.table, schema, rows, commit_id,
+                                    segment.key_columns if keep else None)
         report.rows_written = rows.num_rows
         report.apply_seconds = time.monotonic() - applied
         crash_point("before_checkpoint")
@@ -258,9 +279,23 @@ class IcebergSegmentWriter(SegmentWriter[IcebergTarget]):
             rows = to_iceberg(net, t.table.columns, where)
             rows = rows.append_column(cr.NET_OP, net.column(cr.NET_OP)) \
                 .append_column(cr.NET_COUNT, net.column(cr.NET_COUNT).cast(pa.int64()))
+            if self.sink.keeps_deleted(t.table.database, t.table.table):
+                rows = soft_deletes.with_marks(rows, self._deletion_marks(t), t.table.key_columns)
             staged = _Staged(t.table, rows, _report_counts(t.report, net))
             with self._lock:
                 self._staged[t.index] = staged
+
+    def _deletion_marks(self, t: NetRows[IcebergTarget]) -> pa.Table:
+        """The table's deleting events' marks (``soft_deletes.deletion_marks``): from its change rows
+        on the driver, or, netted by Spark, from the deletes and updates among them, collected."""
+        arrow = t.on_driver()
+        if arrow is not None:
+            changes = arrow.changes
+        else:
+            from pyspark.sql import functions as F
+
+            changes = t.in_spark(self.job.spark()).changes.where(F.col(cr.OP) != cr.INSERT).toArrow()
+        return soft_deletes.deletion_marks(changes, t.table.key_columns)
 
     def commit(self, done: Checkpoint) -> dict[str, tuple[int, float]]:
         # refused before any table is written when the checkpoint is not where the segment starts

@@ -1,6 +1,7 @@
 """How an Iceberg follower is verified: its tables at the pipeline's consistent cut (``cut``: each
 read at the snapshot id the state records, with pyiceberg) hashed in the leader's chunks
-(``monitor.cut_checksums``), against the leader's rows hashed the same way."""
+(``monitor.cut_checksums``), against the leader's rows hashed the same way. A table keeping its
+deleted rows (``merge.soft_deletes``) is compared by its live rows."""
 
 from __future__ import annotations
 
@@ -10,14 +11,22 @@ from ...monitor.verify import ChecksumSides, FollowerSides
 from .catalog import CatalogRef
 
 
-def checksum_sides(catalog: CatalogRef) -> FollowerSides:
-    """The leader's rows hashed here, against the catalog's tables at the cut."""
-    return lambda leader_conn, pipeline: ChecksumSides(LeaderRowChecksums(leader_conn),
-                                                       CutChecksums(lambda: _cut_reader(catalog, pipeline)))
+def checksum_sides(catalog: CatalogRef, soft_deletes: tuple[str, ...] = ()) -> FollowerSides:
+    """The leader's rows hashed here, against the catalog's tables at the cut (the live rows of those
+    the ``soft_deletes`` globs name)."""
+    return lambda leader_conn, pipeline: ChecksumSides(
+        LeaderRowChecksums(leader_conn), CutChecksums(lambda: _cut_reader(catalog, pipeline, soft_deletes)))
 
 
-def _cut_reader(catalog: CatalogRef, pipeline: str):
+def _cut_reader(catalog: CatalogRef, pipeline: str, soft: tuple[str, ...]):
+    from ...merge.soft_deletes import keeps_deleted, live
     from .cut import read_cut
 
     cut = read_cut(catalog, pipeline)
-    return lambda name: cut.read(name) if name in cut.snapshots else None
+
+    def read(name: str):
+        if name not in cut.snapshots:
+            return None
+        rows = cut.read(name)
+        return live(rows) if keeps_deleted(soft, *name.split(".", 1)) else rows
+    return read
