@@ -195,7 +195,8 @@ def test_a_delta_lake_follower_instead_of_a_connection(tmp_path):
     assert config.follower_conn_id is None and (config.follower.kind, config.follower_config["location"]) == (
         "delta", "s3://lake/mysql")
     assert config.follower_config == {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "aws_default",
-                                      "changelog": [], "features": "standard", "partition_by": {}}
+                                      "changelog": [], "features": "standard", "partition_by": {},
+                                      "soft_deletes": [], "history": []}
     assert (config.maintenance.schedule, config.maintenance.retain_hours) == ("@hourly", 24)
     assert config.describe_follower() == "delta at s3://lake/mysql"
 
@@ -234,6 +235,10 @@ def test_a_lake_partitions_tables_by_globs_and_the_merge_job_receives_them(tmp_p
 @pytest.mark.parametrize(("change", "words"), [
     ({"follower": {"kind": "delta", "location": "s3://x", "changelog": "yes"}},
      "field 'follower': changelog: must be true, false or a list of db.table globs"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "soft_deletes": {"shop.*": True}}},
+     "field 'follower': soft_deletes: must be true, false or a list of db.table globs"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "history": "shop.*"}},
+     "field 'follower': history: must be true, false or a list of db.table globs"),
     ({"follower": {"kind": "delta", "location": "s3://x", "features": "fast"}},
      "field 'follower': features: must be one of standard (column mapping and deletion vectors"),
     ({"follower": {"kind": "delta", "location": "s3://x", "partition_by": ["shop.orders"]}},
@@ -248,7 +253,7 @@ def test_a_lake_partitions_tables_by_globs_and_the_merge_job_receives_them(tmp_p
     ({"follower": {"kind": "hudi", "location": "s3://x"}},
      "field 'follower': kind must be one of ['delta', 'iceberg', 'mysql']"),
     ({"follower": {"kind": "iceberg", "location": "s3://x"}}, "field 'follower': unknown key(s) ['location']; known keys are "
-     "['catalog', 'conn_id', 'database', 'kind', 'soft_deletes', 'warehouse']"),
+     "['catalog', 'conn_id', 'database', 'history', 'kind', 'soft_deletes', 'warehouse']"),
     ({"follower": {"kind": "iceberg", "catalog": "lake", "conn_id": "c", "database": "d", "warehouse": "s3://w",
                    "soft_deletes": "shop.orders"}},
      "field 'follower': soft_deletes: must be true, false or a list of db.table globs"),
@@ -264,16 +269,21 @@ def test_a_bad_lake_follower_is_named(tmp_path, change, words):
     assert words in error_of(tmp_path, {**LAKE, **change})
 
 
+@pytest.mark.parametrize("option", ["soft_deletes", "history"])
 @pytest.mark.parametrize(("given", "globs"), [(None, []), (True, ["*.*"]), (["shop.orders", " crm.* "], ["shop.orders", "crm.*"])])
-def test_an_iceberg_follower_names_the_tables_that_keep_their_deleted_rows(tmp_path, given, globs):
+def test_a_lake_follower_names_the_tables_of_each_history_mode(tmp_path, option, given, globs):
     from mysql_cdc.hooks.follower import follower_hook
+    from mysql_cdc.kinds.delta.options import LakeOptions
 
-    follower = {"kind": "iceberg", "catalog": "lake", "conn_id": "c", "database": "d", "warehouse": "s3://w"}
-    if given is not None:
-        follower["soft_deletes"] = given
+    chosen = {} if given is None else {option: given}
+    follower = {"kind": "iceberg", "catalog": "lake", "conn_id": "c", "database": "d", "warehouse": "s3://w", **chosen}
     (config,) = load_pipelines(write(tmp_path, {**LAKE, "follower": follower}))
-    assert config.follower_reference["soft_deletes"] == globs
-    assert follower_hook(config.follower_reference).soft_deletes == tuple(globs)
+    assert config.follower_reference[option] == globs
+    assert getattr(follower_hook(config.follower_reference), option) == tuple(globs)
+    lake = {**LAKE, "follower": {"kind": "delta", "location": f"file://{tmp_path}/lake", **chosen}}
+    (config,) = load_pipelines(write(tmp_path, lake))
+    options = LakeOptions.from_json(follower_hook(config.follower_reference).spec().settings)
+    assert getattr(options, option) == tuple(globs)
 
 
 def test_the_short_form_is_the_same_reference(tmp_path):

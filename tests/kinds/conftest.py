@@ -16,7 +16,8 @@ def lake_pipeline(make_pipeline, tmp_path, request):
     on the session's moto endpoint (``bucket``: in that bucket, e.g. ``faulty_bucket``'s)."""
 
     def make(flavor: str = "mariadb", s3: bool = False, changelog: tuple[str, ...] = (),
-             bucket: dict | None = None, features: str = "standard", partition_by=()) -> LakePipeline:
+             bucket: dict | None = None, features: str = "standard", partition_by=(),
+             soft_deletes: tuple[str, ...] = (), history: tuple[str, ...] = ()) -> LakePipeline:
         base = make_pipeline(flavor=flavor, start=False)
         if s3 or bucket:
             bucket = bucket or request.getfixturevalue("s3_bucket")
@@ -25,18 +26,19 @@ def lake_pipeline(make_pipeline, tmp_path, request):
             lake = StorageSpec(f"s3://{bucket['bucket']}/lake", options)
         else:
             lake = StorageSpec(f"file://{tmp_path}/lake")
-        return LakePipeline.of(base, lake, changelog, features, partition_by).start()
+        return LakePipeline.of(base, lake, changelog, features, partition_by, soft_deletes, history).start()
 
     return make
 
 
 @pytest.fixture
 def iceberg_pipeline(make_pipeline, tmp_path, request):
-    """make(s3=False, soft_deletes=()) -> a started IcebergPipeline: its catalog a fresh database on the
-    session's MariaDB follower, its warehouse on the local file system or in a fresh bucket of the
-    session's moto; ``soft_deletes``: the globs of its tables that keep their deleted rows."""
+    """make(s3=False, soft_deletes=(), history=()) -> a started IcebergPipeline: its catalog a fresh
+    database on the session's MariaDB follower, its warehouse on the local file system or in a fresh
+    bucket of the session's moto; ``soft_deletes``, ``history``: the globs of its tables that keep
+    their deleted rows, every version of each row."""
 
-    def make(s3: bool = False, soft_deletes: tuple[str, ...] = ()) -> IcebergPipeline:
+    def make(s3: bool = False, soft_deletes: tuple[str, ...] = (), history: tuple[str, ...] = ()) -> IcebergPipeline:
         base = make_pipeline(start=False)
         if s3:
             bucket = request.getfixturevalue("s3_bucket")
@@ -45,6 +47,6 @@ def iceberg_pipeline(make_pipeline, tmp_path, request):
             warehouse = StorageSpec(f"s3://{bucket['bucket']}/warehouse", options)
         else:
             warehouse = StorageSpec(f"file://{tmp_path}/warehouse")
-        return IcebergPipeline.of(base, warehouse, soft_deletes=soft_deletes).start()
+        return IcebergPipeline.of(base, warehouse, soft_deletes=soft_deletes, history=history).start()
 
     return make

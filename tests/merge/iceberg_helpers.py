@@ -36,10 +36,11 @@ DUCKDB_SITE = REPO / ".local" / "readers" / "duckdb-iceberg" / "site"
 class IcebergPipeline(Pipeline):
     catalog: CatalogRef | None = None
     soft_deletes: tuple[str, ...] = ()  # globs of the tables that keep their deleted rows
+    history: tuple[str, ...] = ()  # globs of the tables that keep every version of each row
 
     @classmethod
     def of(cls, pipeline: Pipeline, warehouse: StorageSpec, catalog: CatalogRef | None = None,
-           soft_deletes: tuple[str, ...] = ()) -> "IcebergPipeline":
+           soft_deletes: tuple[str, ...] = (), history: tuple[str, ...] = ()) -> "IcebergPipeline":
         """``pipeline`` into ``catalog``; without one, a catalog named ``lake`` in a new database of the
         follower server, with its warehouse at ``warehouse``."""
         if catalog is None:
@@ -47,7 +48,7 @@ class IcebergPipeline(Pipeline):
             pipeline.follower.run_sql([f"CREATE DATABASE {database}"])
             catalog = CatalogRef("lake", MySQLSettings(**pipeline.follower.conn_params()), database, warehouse)
         return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, catalog=catalog,
-                   soft_deletes=soft_deletes)
+                   soft_deletes=soft_deletes, history=history)
 
     @property
     def state(self) -> IcebergStateStore:
@@ -55,7 +56,7 @@ class IcebergPipeline(Pipeline):
 
     @property
     def secrets(self) -> JobSecrets:
-        return JobSecrets(iceberg_follower_spec(self.catalog, self.soft_deletes), self.storage)
+        return JobSecrets(iceberg_follower_spec(self.catalog, self.soft_deletes, self.history), self.storage)
 
     def cut(self) -> dict[str, int]:
         return self.state.table_versions(self.name)

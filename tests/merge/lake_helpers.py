@@ -35,16 +35,19 @@ class LakePipeline(Pipeline):
     changelog: tuple[str, ...] = ()  # db.table globs of the tables with a changelog table
     features: str = "standard"  # what the lake's tables are created with (kinds.delta.options.FEATURES)
     partition_by: PartitionBy = ()  # (db.table glob, its partition columns)
+    soft_deletes: tuple[str, ...] = ()  # db.table globs of the tables that keep their deleted rows
+    history: tuple[str, ...] = ()  # db.table globs of the tables that keep every version of each row
 
     @classmethod
     def of(cls, pipeline: Pipeline, lake: StorageSpec, changelog: tuple[str, ...] = (),
-           features: str = "standard", partition_by: PartitionBy = ()) -> "LakePipeline":
+           features: str = "standard", partition_by: PartitionBy = (), soft_deletes: tuple[str, ...] = (),
+           history: tuple[str, ...] = ()) -> "LakePipeline":
         return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, lake=lake, changelog=changelog,
-                   features=features, partition_by=partition_by)
+                   features=features, partition_by=partition_by, soft_deletes=soft_deletes, history=history)
 
     @property
     def options(self) -> LakeOptions:
-        return LakeOptions(self.changelog, self.features, self.partition_by)
+        return LakeOptions(self.changelog, self.features, self.partition_by, self.soft_deletes, self.history)
 
     @property
     def state(self) -> DeltaStateStore:

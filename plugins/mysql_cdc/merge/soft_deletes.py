@@ -14,23 +14,25 @@ again: its row replaced, the marks cleared. A row the lake never held (inserted 
 two runs) is not kept: the lake keeps what it held.
 
 Only a table with a primary key can keep its deleted rows (a deleted row is found again by its
-key); a keyless table named by the option stops the merge with an error naming it.
+key); a keyless table named by the option stops the merge with an error naming it
+(``history.check_table``, for both modes).
 
-Here: the names, the option's parsing, and the marks of a segment's net rows, in Arrow (what each
-kind's sink writes). The kinds apply them: ``kinds.iceberg.commit.TableCommit.upsert``.
+Here: the names, the option's parsing, the marks of a segment's net rows in Arrow (from the change
+rows, however the net rows were made), and the live rows verification compares. Each kind applies
+them: Delta's ``MERGE`` updates a deleted row's marks (``kinds.delta.sink.merges``), Iceberg's
+commit rewrites it marked (``kinds.iceberg.commit.TableCommit.upsert``). docs/history-modes.md.
 """
 
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..contracts import change_row as cr
-from .errors import FollowerSchemaError
 
 DELETED, DELETED_AT, DELETED_TXN = "_deleted", "_deleted_at", "_deleted_txn"
 COLUMNS = (DELETED, DELETED_AT, DELETED_TXN)
@@ -60,22 +62,6 @@ def parse_globs(value: Any, field: str = "soft_deletes") -> tuple[str, ...]:
 def keeps_deleted(globs: Sequence[str], database: str, table: str) -> bool:
     """Whether the option's globs name the table."""
     return any(fnmatchcase(f"{database}.{table}", g) for g in globs)
-
-
-def check_table(name: str, key_columns: Sequence[str], column_names: Sequence[str]) -> None:
-    """A ``FollowerSchemaError`` naming the fix for a table that cannot keep its deleted rows: one
-    without a primary key, or with a column of the marks' names."""
-    if not key_columns:
-        raise FollowerSchemaError(
-            f"{name} has no primary key, and soft_deletes names it: a deleted row is kept by its key; leave it out "
-            "of the follower's soft_deletes (a list of db.table globs) or give it a primary key on the leader, "
-            "then run the pipeline again", problem=f"{name}: soft deletes need a primary key")
-    clash = sorted({c for c in column_names if c.lower() in COLUMNS})
-    if clash:
-        raise FollowerSchemaError(
-            f"{name} has the column(s) {', '.join(clash)}, which soft_deletes adds to mark deleted rows; leave the "
-            "table out of the follower's soft_deletes or rename the column(s) on the leader, then run the pipeline "
-            "again", problem=f"{name}: columns named like the soft-delete marks")
 
 
 def deletion_marks(changes: pa.Table, key_columns: Sequence[str]) -> pa.Table:
@@ -146,5 +132,32 @@ def marked_removed(rows: pa.Table, at: pa.Scalar | None, txn: str | None) -> pa.
 
 def live(rows: pa.Table) -> pa.Table:
     """The rows the leader holds, without the marks' columns (what verification compares)."""
-    kept = rows.filter(pc.invert(pc.fill_null(rows.column(DELETED), False)))
-    return kept.select([n for n in kept.column_names if n not in COLUMNS])
+    mask = pc.invert(pc.fill_null(rows.column(DELETED), False))
+    return without_views(rows.select([n for n in rows.column_names if n not in COLUMNS])).filter(mask)
+
+
+def without_views(rows: pa.Table) -> pa.Table:
+    """``rows`` with string and binary views (what delta-rs's query engine gives) as plain large
+    strings and binaries, which Arrow's filter takes."""
+    plain = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
+    if any(f.type in plain for f in rows.schema):
+        rows = rows.cast(pa.schema([f.with_type(plain.get(f.type, f.type)) for f in rows.schema]))
+    return rows
+
+
+def reading_live(read: Callable[[str], Optional[pa.Table]], globs: Sequence[str],
+                 history_globs: Sequence[str] = ()) -> Callable[[str], Optional[pa.Table]]:
+    """``read`` (a table's rows by ``db.table``; None: no such table) giving what the leader holds of
+    each table: the live rows of the tables ``globs`` names (``live``), the current versions of those
+    ``history_globs`` names (``history.current``), every other table's rows as they are."""
+    from . import history
+
+    def read_live(name: str) -> Optional[pa.Table]:
+        rows = read(name)
+        if rows is None:
+            return None
+        database, table = name.split(".", 1)
+        if keeps_deleted(globs, database, table):
+            return live(rows)
+        return history.current(rows) if history.keeps_history(history_globs, database, table) else rows
+    return read_live

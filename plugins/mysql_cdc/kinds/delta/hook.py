@@ -50,7 +50,7 @@ class DeltaFollowerHook(BaseHook, FollowerHookBase):
 
     def checksum_sides(self) -> FollowerSides:
         """The lake's tables at the consistent cut, hashed against the leader's rows."""
-        return checksum_sides(self.lake)
+        return checksum_sides(self.lake, self.options.soft_deletes, self.options.history)
 
     def tables_to_copy(self, batch: ChangeBatch) -> dict[str, str]:
         """Tables of ``batch`` (``db.table`` -> why) whose changes the lake cannot take exactly, to copy

@@ -1,6 +1,7 @@
 """What a Delta follower's tables are, as its section of the pipelines file says (besides where
-they are): which tables get a changelog table, the table features they are created with, and the
-columns each table is partitioned by. One value, built from the pipelines file on the Airflow side
+they are): which tables get a changelog table, the table features they are created with, the
+columns each table is partitioned by, which tables keep the rows the leader deleted, and which keep
+every version of each row. One value, built from the pipelines file on the Airflow side
 (``LakeOptions.from_config``: a ``ValueError`` naming the bad key) and handed to the merge job in
 its follower spec (``to_json``/``from_json``)."""
 
@@ -26,23 +27,43 @@ class LakeOptions:
     changelog: tuple[str, ...] = ()  # db.table globs of the tables with a changelog table
     features: str = "standard"  # a key of FEATURES
     partition_by: PartitionBy = ()
+    soft_deletes: tuple[str, ...] = ()  # db.table globs of the tables that keep their deleted rows
+    history: tuple[str, ...] = ()  # db.table globs of the tables that keep every version of each row
 
-    KEYS = frozenset({"changelog", "features", "partition_by"})
+    KEYS = frozenset({"changelog", "features", "partition_by", "soft_deletes", "history"})
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> "LakeOptions":
         """The options of a ``follower`` section (its other keys are not read here)."""
+        from ...merge import history
+        from ...merge.soft_deletes import parse_globs
+
         return cls(_changelog(section.get("changelog", False)), _features(section.get("features", "standard")),
-                   _partition_by(section.get("partition_by", {})))
+                   _partition_by(section.get("partition_by", {})), parse_globs(section.get("soft_deletes", False)),
+                   history.parse_globs(section.get("history", False)))
 
     def to_json(self) -> dict[str, Any]:
         return {"changelog": list(self.changelog), "features": self.features,
-                "partition_by": {glob: list(columns) for glob, columns in self.partition_by}}
+                "partition_by": {glob: list(columns) for glob, columns in self.partition_by},
+                "soft_deletes": list(self.soft_deletes), "history": list(self.history)}
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> "LakeOptions":
         return cls(tuple(value.get("changelog", ())), value.get("features", "standard"),
-                   tuple((glob, tuple(columns)) for glob, columns in value.get("partition_by", {}).items()))
+                   tuple((glob, tuple(columns)) for glob, columns in value.get("partition_by", {}).items()),
+                   tuple(value.get("soft_deletes", ())), tuple(value.get("history", ())))
+
+    def keeps_deleted(self, database: str, table: str) -> bool:
+        """Whether the table keeps the rows the leader deleted (``merge.soft_deletes``)."""
+        from ...merge.soft_deletes import keeps_deleted
+
+        return keeps_deleted(self.soft_deletes, database, table)
+
+    def keeps_history(self, database: str, table: str) -> bool:
+        """Whether the table keeps every version of each row (``merge.history``)."""
+        from ...merge.history import keeps_history
+
+        return keeps_history(self.history, database, table)
 
     def logs(self, database: str, table: str) -> bool:
         """Whether the table has a changelog table."""

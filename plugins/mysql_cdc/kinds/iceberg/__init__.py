@@ -15,7 +15,8 @@ pyiceberg's ``SqlCatalog``.
 The pipelines file names it ``follower: {kind: iceberg, catalog: <name>, conn_id: <mysql connection of
 the catalog's server>, database: <the catalog's database>, warehouse: s3://bucket/prefix}``, and
 optionally ``soft_deletes: true`` (or ``db.table`` globs): tables that keep the rows the leader
-deleted, marked (``merge.soft_deletes``).
+deleted, marked (``merge.soft_deletes``), and ``history``: tables that keep every version of each
+row (``merge.history``).
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 class IcebergKind(FollowerKind):
     name = "iceberg"
-    config_keys = frozenset({"catalog", "conn_id", "database", "warehouse", "soft_deletes"})
+    config_keys = frozenset({"catalog", "conn_id", "database", "warehouse", "soft_deletes", "history"})
     maintained = True
 
     def reference(self, section: Mapping[str, Any], aws_conn_id: str | None) -> dict[str, Any]:
         import re
 
+        from ...merge import history
         from ...merge.soft_deletes import parse_globs
         from ...storage import normalize_uri
 
@@ -52,7 +54,8 @@ class IcebergKind(FollowerKind):
             raise ValueError(f"warehouse: {exc}") from None
         return {"kind": self.name, "catalog": section["catalog"].strip(), "conn_id": section["conn_id"].strip(),
                 "database": section["database"].strip(), "warehouse": warehouse, "aws_conn_id": aws_conn_id,
-                "soft_deletes": list(parse_globs(section.get("soft_deletes", False)))}
+                "soft_deletes": list(parse_globs(section.get("soft_deletes", False))),
+                "history": list(history.parse_globs(section.get("history", False)))}
 
     def describe(self, reference: Mapping[str, Any]) -> str:
         return f"{self.name} catalog {reference['catalog']} ({reference['conn_id']}), warehouse {reference['warehouse']}"
@@ -94,8 +97,9 @@ _HELP = {
 KIND = IcebergKind()
 
 
-def follower_spec(catalog, soft_deletes: tuple[str, ...] = ()) -> FollowerSpec:
+def follower_spec(catalog, soft_deletes: tuple[str, ...] = (), history: tuple[str, ...] = ()) -> FollowerSpec:
     """An Iceberg follower in ``catalog`` (a ``catalog.CatalogRef``: its server's password and its
     warehouse's S3 options are its secrets) whose tables named by the ``soft_deletes`` globs keep
-    their deleted rows."""
-    return FollowerSpec(KIND.name, {"catalog": catalog.to_json(), "soft_deletes": list(soft_deletes)})
+    their deleted rows, and those named by the ``history`` globs every version of each row."""
+    return FollowerSpec(KIND.name, {"catalog": catalog.to_json(), "soft_deletes": list(soft_deletes),
+                                    "history": list(history)})

@@ -28,11 +28,12 @@ import pyarrow.compute as pc
 
 from ...contracts import BinlogPosition
 from ...contracts import change_row as cr
-from ...merge import soft_deletes
+from ...merge import history, soft_deletes
 from ...merge.multiset import COPIES, SIDE, keyless_rewrite
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
+    from ...merge.history import SegmentVersions
     from pyiceberg.table import Table
 
 SUMMARY_APP = "mysql-cdc.app"
@@ -135,6 +136,30 @@ class TableCommit:
                 self._rewritten.append(_marked_deleted(held, net.filter(deletes), keys))
         columns = [n for n in net.column_names if not n.startswith(cr.RESERVED_PREFIX)]
         self._added.append(net.filter(pc.invert(deletes)).select(columns))
+
+    def apply_history(self, versions: "SegmentVersions", keys: Sequence[str]) -> None:
+        """Stage a history table's versions of the segment (``merge.history.segment_versions``, in the
+        table's values and spelling): the current version of each key it touches closed, the files
+        holding one rewritten, and its versions added."""
+        keys = list(keys)
+        closing = versions.closing
+        if closing.num_rows:
+            tasks, held = self._holding(_may_hold(closing.column(keys[0]), keys[0]))
+            if held is not None:
+                self._removed += [task.file for task in tasks]
+                self._rewritten.append(history.closed(held, closing, keys))
+        self._added.append(versions.added)
+
+    def close_all(self, seq: int) -> None:
+        """Stage every current version of a history table closed at ``seq`` (a TRUNCATE's position;
+        no time: the binlog gives none for it)."""
+        from pyiceberg.expressions import AlwaysTrue
+
+        tasks, held = self._holding(AlwaysTrue())
+        if held is None:
+            return
+        self._removed += [task.file for task in tasks]
+        self._rewritten.append(history.closed_all(held, seq))
 
     def mark_all_deleted(self, txn: str) -> None:
         """Stage every live row marked deleted by ``txn`` (a TRUNCATE of a table keeping its deleted

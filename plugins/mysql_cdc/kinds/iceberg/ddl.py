@@ -19,7 +19,7 @@ import pyarrow as pa
 from ...contracts import DdlSegment, DdlTarget
 from ...merge.ddl_statements import added_columns, column_drops, column_renames, created_columns, ddl_spark_type, \
     existing_value, leader_computed
-from ...merge import soft_deletes
+from ...merge import history, soft_deletes
 from ...merge.errors import FollowerSchemaError
 from .commit import CommitId, TableCommit
 from .tables import create_table, mark, schema_changes, spark_sql_arrow, table_columns
@@ -82,10 +82,10 @@ def _empty_with(table, schema: pa.Schema) -> bool:
     return snapshot is None or int(snapshot.summary.additional_properties.get("total-records", "0")) == 0
 
 
-def _with_mark_columns(table):
-    """The table with ``soft_deletes``' columns (added when it was made before it kept its deleted
-    rows: its rows are live, the marks NULL)."""
-    missing = schema_changes(table, pa.schema(soft_deletes.FIELDS), table.name())
+def _with_columns(table, fields):
+    """The table with ``fields`` (``soft_deletes``' or ``history``'s columns, added when it was made
+    before it kept its deleted rows or history: its rows live or current, the columns NULL)."""
+    missing = schema_changes(table, pa.schema(fields), table.name())
     if not missing:
         return table
     with table.update_schema() as update:
@@ -133,13 +133,17 @@ def _truncate(r: _Replay, target: DdlTarget) -> None:
     table = r.load(target)
     if table is None:
         return
-    keep = r.sink.keeps_deleted(target.database, target.table)
-    if keep and not TableCommit(table, r.commit_id).done:
-        table = _with_mark_columns(table)
+    keep, kept = (r.sink.keeps_deleted(target.database, target.table),
+                  r.sink.keeps_history(target.database, target.table))
+    if (keep or kept) and not TableCommit(table, r.commit_id).done:
+        table = _with_columns(table, soft_deletes.FIELDS if keep else history.FIELDS)
     change = TableCommit(table, r.commit_id)
     if not change.done:
+        position = r.commit_id.position  # its statement's (its transaction's)
         if keep:
-            change.mark_all_deleted(str(r.commit_id.position))  # its statement's position: its transaction's
+            change.mark_all_deleted(str(position))
+        elif kept:
+            change.close_all(history.seq_number(position.sequence, position.offset))
         else:
             change.remove_all()
         table = change.table if change.commit() is not None else mark(table, r.commit_id)
@@ -276,14 +280,17 @@ def replay(sink: "IcebergSink", segment: DdlSegment, cut: dict[str, int], commit
 
 
 def replace_rows(sink: "IcebergSink", database: str, table_name: str, schema: pa.Schema, rows: pa.Table,
-                 commit_id: CommitId, keys_of_kept: Sequence[str] | None = None) -> int:
+                 commit_id: CommitId, keys_of_kept: Sequence[str] | None = None,
+                 keys_of_versions: Sequence[str] | None = None) -> int:
     """A copy's rows in the table's place, its columns the copy's, in one snapshot carrying
     ``commit_id`` (a retry finds it and skips it); returns the snapshot id. A column whose type
     Iceberg cannot change in place makes the table anew (dropped, created): a reader of the
     catalog sees no table for that moment, a reader of the cut the old one until the state moves.
     ``keys_of_kept``: the key of a table that keeps its deleted rows (``merge.soft_deletes``): the
     copy's rows are live, and the table's rows whose keys the copy lacks stay, marked deleted by
-    the copy's position (rows deleted before keep their marks)."""
+    the copy's position (rows deleted before keep their marks). ``keys_of_versions``: the key of a
+    table that keeps its history (``merge.history.copy_versions``): its versions stay, those the
+    copy no longer has (or has changed) closed at its position, and the copy's new ones added."""
     name = f"{database}.{table_name}"
     table = sink.load(database, table_name)
     if table is None:
@@ -293,6 +300,14 @@ def replace_rows(sink: "IcebergSink", database: str, table_name: str, schema: pa
         return table.current_snapshot().snapshot_id
     if keys_of_kept is not None:
         rows = _with_rows_gone(table, rows, list(keys_of_kept), str(commit_id.position))
+    elif keys_of_versions is not None:
+        position = commit_id.position
+        held, opened = history.copy_versions(table.scan().to_arrow() if table.current_snapshot() else None, rows,
+                                             keys_of_versions, history.seq_number(position.sequence, position.offset))
+        if held is not None:  # (the copy's names as the table spells them, so the two line up)
+            spelled = {n.lower(): n for n in held.column_names}
+            opened = opened.rename_columns([spelled.get(n.lower(), n) for n in opened.column_names])
+        rows = opened if held is None else pa.concat_tables([held, opened], promote_options="permissive")
     try:
         updates = schema_changes(table, schema, name)
     except FollowerSchemaError:

@@ -45,8 +45,13 @@ class IcebergFollowerHook(BaseHook, FollowerHookBase):
         """The globs of the tables that keep their deleted rows (``merge.soft_deletes``)."""
         return tuple(self.reference.get("soft_deletes", ()))
 
+    @property
+    def history(self) -> tuple[str, ...]:
+        """The globs of the tables that keep every version of each row (``merge.history``)."""
+        return tuple(self.reference.get("history", ()))
+
     def spec(self) -> FollowerSpec:
-        return follower_spec(self.catalog, self.soft_deletes)
+        return follower_spec(self.catalog, self.soft_deletes, self.history)
 
     async def aspec(self) -> FollowerSpec:
         # the connections' lookups are blocking: a worker thread, not the event loop
@@ -79,4 +84,4 @@ class IcebergFollowerHook(BaseHook, FollowerHookBase):
 
     def checksum_sides(self) -> FollowerSides:
         """The catalog's tables at the consistent cut, hashed against the leader's rows."""
-        return checksum_sides(self.catalog, self.soft_deletes)
+        return checksum_sides(self.catalog, self.soft_deletes, self.history)

@@ -25,7 +25,7 @@ from ...contracts import DONE, ChangeBatch, Checkpoint, DdlSegment, RowSegment, 
 from ...contracts import change_row as cr
 from ...contracts import require_checkpoint
 from ...crash_points import crash_point
-from ...merge import soft_deletes
+from ...merge import history, soft_deletes
 from ...merge.errors import CheckpointError, TableCommitError
 from ...merge.report import TableReport
 from ...merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
@@ -64,12 +64,14 @@ class _Staged:
     changes: TableChanges
     net: pa.Table
     written: int
+    versions: history.SegmentVersions | None = None  # a history table's, in Iceberg values
 
 
 class IcebergSink(Sink[IcebergTarget]):
-    def __init__(self, catalog: CatalogRef, soft_deletes: tuple[str, ...] = ()):
+    def __init__(self, catalog: CatalogRef, soft_deletes: tuple[str, ...] = (), history: tuple[str, ...] = ()):
         self.ref = catalog
         self.soft_deletes = soft_deletes  # globs of the tables that keep their deleted rows
+        self.history = history  # globs of the tables that keep every version of each row
         self._catalog = None
         self.job: BatchJob | None = None
         # the tables ``check_tables`` loaded for the segment, which their commits start from (nothing
@@ -80,7 +82,8 @@ class IcebergSink(Sink[IcebergTarget]):
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "IcebergSink":
-        return cls(CatalogRef.from_json(settings["catalog"]), tuple(settings.get("soft_deletes", ())))
+        return cls(CatalogRef.from_json(settings["catalog"]), tuple(settings.get("soft_deletes", ())),
+                   tuple(settings.get("history", ())))
 
     @property
     def catalog(self):
@@ -101,17 +104,28 @@ class IcebergSink(Sink[IcebergTarget]):
         """Whether the table keeps the rows the leader deleted (``merge.soft_deletes``)."""
         return soft_deletes.keeps_deleted(self.soft_deletes, database, table)
 
+    def keeps_history(self, database: str, table: str) -> bool:
+        """Whether the table keeps every version of each row (``merge.history``)."""
+        return history.keeps_history(self.history, database, table)
+
     def schema(self, database: str, table: str, columns, key_columns) -> pa.Schema:
         """The Arrow schema of the table's Iceberg columns: the leader's (``columns``), then the marks
-        of a table keeping its deleted rows (which needs a key: ``soft_deletes.check_table``)."""
-        schema = iceberg_schema(columns, f"{database}.{table}")
-        if self.keeps_deleted(database, table):
-            soft_deletes.check_table(f"{database}.{table}", key_columns, [c.name for c in columns])
+        of a table keeping its deleted rows, or the validity of a table keeping its history (either
+        needs a key: ``check_table``)."""
+        name = f"{database}.{table}"
+        schema = iceberg_schema(columns, name)
+        soft, kept = self.keeps_deleted(database, table), self.keeps_history(database, table)
+        history.check_table(name, key_columns, [c.name for c in columns], soft, kept)
+        if soft:
             schema = pa.schema([*schema, *soft_deletes.FIELDS])
+        if kept:
+            schema = pa.schema([*schema, *history.FIELDS])
         return schema
 
     def change_metadata(self, table: TableChanges) -> frozenset[str]:
-        return soft_deletes.METADATA if self.keeps_deleted(table.database, table.table) else frozenset()
+        soft = soft_deletes.METADATA if self.keeps_deleted(table.database, table.table) else frozenset()
+        kept = history.METADATA if self.keeps_history(table.database, table.table) else frozenset()
+        return soft | kept
 
     def app_id(self, batch: ChangeBatch) -> str:
         # positions of two leaders do not compare: after a failover the positions start afresh
@@ -193,11 +207,17 @@ class IcebergSink(Sink[IcebergTarget]):
         if change.done:
             return table.current_snapshot().snapshot_id
         name_in_table = spelling(table)
-        net = staged.net.rename_columns([name_in_table(n) for n in staged.net.column_names])
-        if changes.key_columns:
+        if staged.versions is not None:
+            change.apply_history(history.SegmentVersions(
+                *(t.rename_columns([name_in_table(n) for n in t.column_names])
+                  for t in (staged.versions.closing, staged.versions.added))),
+                [name_in_table(k) for k in changes.key_columns])
+        elif changes.key_columns:
+            net = staged.net.rename_columns([name_in_table(n) for n in staged.net.column_names])
             change.upsert(net, [name_in_table(k) for k in changes.key_columns],
                           keep_deleted=self.keeps_deleted(changes.database, changes.table))
         else:
+            net = staged.net.rename_columns([name_in_table(n) for n in staged.net.column_names])
             change.rewrite_multiset(net, [name_in_table(c.name) for c in changes.columns])
         if change.commit() is None:
             # nothing to write (a keyless table's inserts and deletes cancelled out): the table still
@@ -234,8 +254,9 @@ class IcebergSink(Sink[IcebergTarget]):
         # (a resnapshot repairing drift) is applied even at the same leader position.
         commit_id = CommitId(f"{self.app_id(job.batch)}/copy/{job.batch.batch_id}", segment.at)
         keep = self.keeps_deleted(segment.database, segment.table)
+        kept = self.keeps_history(segment.database, segment.table)
         snapshot = ddl.replace_rows(self, segment.database, segment.table, schema, rows, commit_id,
-                                    segment.key_columns if keep else None)
+                                    segment.key_columns if keep else None, segment.key_columns if kept else None)
         report.rows_written = rows.num_rows
         report.apply_seconds = time.monotonic() - applied
         crash_point("before_checkpoint")
@@ -282,8 +303,27 @@ class IcebergSegmentWriter(SegmentWriter[IcebergTarget]):
             if self.sink.keeps_deleted(t.table.database, t.table.table):
                 rows = soft_deletes.with_marks(rows, self._deletion_marks(t), t.table.key_columns)
             staged = _Staged(t.table, rows, _report_counts(t.report, net))
+            if self.sink.keeps_history(t.table.database, t.table.table):
+                staged.versions = self._versions(t)
             with self._lock:
                 self._staged[t.index] = staged
+
+    def _versions(self, t: NetRows[IcebergTarget]) -> history.SegmentVersions:
+        """A history table's versions of the segment (``history.segment_versions``) in Iceberg values:
+        from its change rows on the driver, or, netted by Spark, collected (every change is a version
+        to write, from here)."""
+        arrow = t.on_driver()
+        changes = arrow.changes if arrow is not None else t.in_spark(self.job.spark()).changes.toArrow()
+        columns, where = t.table.columns, t.table.qualified_name
+        versions = history.segment_versions(changes, [c.name for c in columns], t.table.key_columns)
+        keys = [c for c in columns if c.name in t.table.key_columns]
+
+        def valued(rows: pa.Table, specs, rest: tuple[str, ...]) -> pa.Table:
+            converted = to_iceberg(rows, specs, where)
+            return pa.table([*converted.columns, *(rows.column(r) for r in rest)], names=[*converted.column_names, *rest])
+
+        return history.SegmentVersions(valued(versions.closing, keys, (history.VALID_TO, history.VALID_TO_SEQ)),
+                                       valued(versions.added, columns, history.COLUMNS))
 
     def _deletion_marks(self, t: NetRows[IcebergTarget]) -> pa.Table:
         """The table's deleting events' marks (``soft_deletes.deletion_marks``): from its change rows

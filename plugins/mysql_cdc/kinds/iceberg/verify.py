@@ -11,22 +11,17 @@ from ...monitor.verify import ChecksumSides, FollowerSides
 from .catalog import CatalogRef
 
 
-def checksum_sides(catalog: CatalogRef, soft_deletes: tuple[str, ...] = ()) -> FollowerSides:
+def checksum_sides(catalog: CatalogRef, soft_deletes: tuple[str, ...] = (), history: tuple[str, ...] = ()
+                   ) -> FollowerSides:
     """The leader's rows hashed here, against the catalog's tables at the cut (the live rows of those
-    the ``soft_deletes`` globs name)."""
+    the ``soft_deletes`` globs name, the current versions of those the ``history`` globs name)."""
     return lambda leader_conn, pipeline: ChecksumSides(
-        LeaderRowChecksums(leader_conn), CutChecksums(lambda: _cut_reader(catalog, pipeline, soft_deletes)))
+        LeaderRowChecksums(leader_conn), CutChecksums(lambda: _cut_reader(catalog, pipeline, soft_deletes, history)))
 
 
-def _cut_reader(catalog: CatalogRef, pipeline: str, soft: tuple[str, ...]):
-    from ...merge.soft_deletes import keeps_deleted, live
+def _cut_reader(catalog: CatalogRef, pipeline: str, soft: tuple[str, ...], history: tuple[str, ...]):
+    from ...merge.soft_deletes import reading_live
     from .cut import read_cut
 
     cut = read_cut(catalog, pipeline)
-
-    def read(name: str):
-        if name not in cut.snapshots:
-            return None
-        rows = cut.read(name)
-        return live(rows) if keeps_deleted(soft, *name.split(".", 1)) else rows
-    return read
+    return reading_live(lambda name: cut.read(name) if name in cut.snapshots else None, soft, history)

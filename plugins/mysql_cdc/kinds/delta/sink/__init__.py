@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ....merge import history, soft_deletes
 from ....merge.report import TableReport
 from ....contracts import (
     DONE, ChangeBatch, Checkpoint, DdlSegment, RowSegment, TableChanges, TablePosition,
@@ -51,8 +52,8 @@ from ..state.tables import StateRow, StateTables
 from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
 from . import changelog, ddl, merges, partition_values
 from .tables import (
-    NOT_PORTABLE, DeltaTableRef, create_table, follow_schema, lake_columns, overwrite, same_columns, schema_changes,
-    quote, schema_ddl, table_exists, to_delta,
+    HISTORY_COLUMNS, MARK_COLUMNS, NOT_PORTABLE, DeltaTableRef, add_columns, create_table, follow_schema, lake_columns, leader_part,
+    overwrite, same_columns, schema_changes, quote, schema_ddl, table_exists, to_delta,
 )
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -73,6 +74,7 @@ class StagedRows:
     rows: DataFrame | None = None  # net rows in Delta values (from Spark's netting: cached for the counts and the MERGE)
     merged: pa.Table | None = None  # the net rows (with their op and copies) of delta-rs's merge, in Delta values
     appended: pa.Table | None = None  # the rows of an empty table's append, in Delta values
+    history: pa.Table | None = None  # a history table's merge source (``merges.history_source``) for delta-rs
     log: tuple[DeltaTableRef, DataFrame] | None = None  # the changelog table and its new rows
 
 
@@ -145,7 +147,8 @@ class DeltaSink(Sink[DeltaTableRef]):
 
     def ref(self, database: str, table: str) -> DeltaTableRef:
         return DeltaTableRef(f"{database}.{table}", self.location.spark_path(self.location.table_uri(database, table)),
-                             self.options.features, self.options.partition_columns(database, table))
+                             self.options.features, self.options.partition_columns(database, table),
+                             self.options.keeps_deleted(database, table), self.options.keeps_history(database, table))
 
     def app_id(self, batch: ChangeBatch) -> str:
         # positions of two leaders do not compare: after a failover the versions start afresh
@@ -193,6 +196,55 @@ class DeltaSink(Sink[DeltaTableRef]):
             opened.delete(commit_properties=merges.commit_properties(self._txn))
         return opened.version()
 
+    def _with_added_columns(self, database: str, table: str):
+        """The table as delta-rs opens it for a DDL's commit (``idempotent``), with the columns of its
+        history mode (added to a table made before the mode named it); None: no such table, or one
+        that has the DDL's commit already (a retry's)."""
+        from deltalake.exceptions import TableNotFoundError
+
+        assert self._txn is not None, "a DDL's commit runs inside idempotent()"
+        try:
+            opened = self.delta_rs(database, table)
+        except TableNotFoundError:
+            return None
+        if merges.done(opened, self._txn):
+            return None
+        ref = self.ref(database, table)
+        if leader_part(lake_columns(opened), ref)[1]:
+            add_columns(self.spark(), ref)
+            opened = self.delta_rs(database, table)
+        return opened
+
+    def close_all_versions(self, database: str, table: str, seq: int) -> int | None:
+        """Close every current version of a history table at ``seq`` (a TRUNCATE's position; no time),
+        by delta-rs, under the DDL's transaction id. Returns the table's version after it; None: no
+        such table."""
+        opened = self._with_added_columns(database, table)
+        if opened is not None:
+            current, ends = (merges.sql_name(c) for c in (history.CURRENT, history.VALID_TO_SEQ))
+            opened.update(updates={current: "false", ends: f"CAST({seq} AS DECIMAL(38,0))"},
+                          predicate=f"{current} IS NOT FALSE", commit_properties=merges.commit_properties(self._txn))
+        return self._version_if_any(database, table)
+
+    def mark_all_deleted(self, database: str, table: str, txn: str) -> int | None:
+        """Mark every live row of a table that keeps its deleted rows deleted by ``txn`` (a TRUNCATE's
+        position), by delta-rs, under the DDL's transaction id; rows deleted before keep their marks.
+        Returns the table's version after it; None: no such table."""
+        opened = self._with_added_columns(database, table)
+        if opened is not None:
+            deleted, by = (merges.sql_name(c) for c in (soft_deletes.DELETED, soft_deletes.DELETED_TXN))
+            opened.update(updates={deleted: "true", by: "'" + txn.replace("'", "''") + "'"},
+                          predicate=f"{deleted} IS NOT TRUE", commit_properties=merges.commit_properties(self._txn))
+        return self._version_if_any(database, table)
+
+    def _version_if_any(self, database: str, table: str) -> int | None:
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return self.version(database, table)
+        except TableNotFoundError:
+            return None
+
     # -- state --------------------------------------------------------------------------------------
 
     def _state(self, pipeline: str) -> StateRow:
@@ -223,6 +275,7 @@ class DeltaSink(Sink[DeltaTableRef]):
         self._opened.pop(changes.qualified_name, None)  # read afresh: a DDL or a copy may have changed it
         self._check_partition_types(changes)
         self._check_features(changes)
+        self._check_history_modes(changes)
         if self._needs_schema_change(changes):
             self._follow_schema(changes)
         return self.ref(changes.database, changes.table)
@@ -237,6 +290,7 @@ class DeltaSink(Sink[DeltaTableRef]):
         for t in tables:
             self._check_partition_types(t)
             self._check_features(t)
+            self._check_history_modes(t)
         changing = [t for t in tables if self._needs_schema_change(t)]
         if changing:
             # Spark's statements (a CREATE TABLE: ~0.7 s, mostly its commit's round trips) run a few
@@ -253,13 +307,21 @@ class DeltaSink(Sink[DeltaTableRef]):
         opened = self._open(changes)
         if opened is None:
             return True
-        if not same_columns(opened.metadata().partition_columns, self.ref(changes.database, changes.table).partition_by):
+        ref = self.ref(changes.database, changes.table)
+        if not same_columns(opened.metadata().partition_columns, ref.partition_by):
             return True
-        return bool(schema_changes(lake_columns(opened), changes.columns, changes.qualified_name))
+        existing, lacks_marks = leader_part(lake_columns(opened), ref)
+        return lacks_marks or bool(schema_changes(existing, changes.columns, changes.qualified_name))
 
     def _check_partition_types(self, changes: TableChanges) -> None:
         ref = self.ref(changes.database, changes.table)
         partition_values.check_types(ref, partition_values.partition_types(ref, changes.columns))
+
+    def _check_history_modes(self, changes: TableChanges) -> None:
+        """A table a history mode names must be able to keep what it keeps (``history.check_table``)."""
+        history.check_table(changes.qualified_name, changes.key_columns, [c.name for c in changes.columns],
+                            self.options.keeps_deleted(changes.database, changes.table),
+                            self.options.keeps_history(changes.database, changes.table))
 
     def _check_features(self, changes: TableChanges) -> None:
         """A ``portable`` pipeline's table must be one its readers open: a table created before the
@@ -281,7 +343,10 @@ class DeltaSink(Sink[DeltaTableRef]):
         self._opened.pop(changes.qualified_name, None)  # opened again when next asked
 
     def change_metadata(self, table: TableChanges) -> frozenset[str]:
-        return changelog.METADATA if self.options.logs(table.database, table.table) else frozenset()
+        logged = changelog.METADATA if self.options.logs(table.database, table.table) else frozenset()
+        marked = soft_deletes.METADATA if self.options.keeps_deleted(table.database, table.table) else frozenset()
+        kept = history.METADATA if self.options.keeps_history(table.database, table.table) else frozenset()
+        return logged | marked | kept
 
     def changelog_ref(self, pipeline: str, database: str, table: str) -> DeltaTableRef:
         return DeltaTableRef(f"{database}.{table}",
@@ -326,16 +391,21 @@ class DeltaSink(Sink[DeltaTableRef]):
         the table's version after it. Spark's commits run in ``idempotent``."""
         if s.log is not None:
             changelog.append(*s.log)
-        if s.appended is not None or s.merged is not None:
+        if s.appended is not None or s.merged is not None or s.history is not None:
             opened = self._open(s.table)
-            if s.appended is not None:
+            if s.history is not None:
+                merges.merge_history_arrow(opened, s.table, s.history, txn)
+            elif s.appended is not None:
                 merges.append_arrow(opened, s.appended, txn)
             elif s.table.key_columns:
-                merges.merge_arrow(opened, s.table, s.merged, txn)
+                merges.merge_arrow(opened, s.table, s.merged, txn, s.target.keeps_deleted)
             else:
                 merges.merge_arrow_keyless(opened, s.table, s.merged, txn)
             return opened.version()
-        merges.merge_rows(self.spark(), s.target, s.table, s.rows)
+        if s.target.keeps_history:
+            merges.merge_history(self.spark(), s.target, s.table, s.rows)
+        else:
+            merges.merge_rows(self.spark(), s.target, s.table, s.rows)
         return self.version(s.table.database, s.table.table)
 
     # -- DDL --------------------------------------------------------------------------------------
@@ -388,6 +458,11 @@ class DeltaSink(Sink[DeltaTableRef]):
         applied = time.monotonic()
         data = (spark.createDataFrame([], schema_ddl(segment.columns, target.name)) if rows is None
                 else to_delta(rows, segment.columns))
+        if target.keeps_deleted:
+            data = _with_rows_gone(spark, target, data, segment.key_columns, str(segment.at))
+        elif target.keeps_history:
+            data = _with_versions(spark, target, data, segment.key_columns,
+                                  history.seq_number(segment.at.sequence, segment.at.offset))
         # One commit replaces the rows (and the columns): readers see the old table or the copy.
         # Its transaction id is the batch's own: a retry of this batch skips it, but a later copy
         # (a resnapshot repairing drift) is applied even at the same leader position, which it
@@ -403,6 +478,77 @@ class DeltaSink(Sink[DeltaTableRef]):
             segment.database, segment.table, segment.at, job.batch.batch_id, DONE)
         versions = {**row.versions, target.name: self.version(segment.database, segment.table)}
         self.state.write_state(StateRow(done or row.checkpoint, TablePositions(positions), versions))
+
+
+def _with_rows_gone(spark: SparkSession, target: DeltaTableRef, copied: DataFrame, keys, txn: str) -> DataFrame:
+    """A copy's rows (live: ``soft_deletes`` marks added) and the table's rows whose keys they lack,
+    marked deleted by ``txn`` (the copy's position), in the copy's columns (a column the table's
+    rows lack is NULL in them); rows deleted before keep their marks."""
+    deleted, at, by = soft_deletes.COLUMNS
+    types = dict(MARK_COLUMNS)
+    live = copied.select("*", *[(F.lit(False) if m == deleted else F.lit(None)).cast(types[m]).alias(m) for m in types])
+    if not table_exists(spark, target):
+        return live
+    held = spark.read.format("delta").load(target.path)
+    have = {f.name.lower() for f in held.schema.fields}
+    if any(k.lower() not in have for k in keys):
+        return live  # (a key new to the table: none of its rows can be told apart from the copy's)
+    for m in types:
+        if m not in have:  # a table made before it kept its deleted rows: its rows are live
+            held = held.withColumn(m, F.lit(None).cast(types[m]))
+    gone = held.join(copied.select(*[quote(k) for k in keys]), list(keys), "left_anti")
+    was_live = ~F.coalesce(F.col(deleted), F.lit(False))
+    return live.unionByName(gone.select(
+        *[(F.col(quote(f.name)) if f.name.lower() in have else F.lit(None)).cast(f.dataType).alias(f.name)
+          for f in copied.schema.fields],
+        F.lit(True).alias(deleted), F.when(was_live, F.lit(None).cast("timestamp")).otherwise(F.col(at)).alias(at),
+        F.when(was_live, F.lit(txn)).otherwise(F.col(by)).alias(by)))
+
+
+def _with_versions(spark: SparkSession, target: DeltaTableRef, copied: DataFrame, keys, seq: int) -> DataFrame:
+    """A copy of a history table (``history.copy_versions``, in Spark): the table's versions, those the
+    copy no longer has or has with other values closed at ``seq`` (the copy's position, no time),
+    and the copy's rows that are new or changed as versions opened there, in the copy's columns."""
+    from_seq = F.expr(f"CAST({seq}BD AS DECIMAL(38,0))")
+    types = dict(HISTORY_COLUMNS)
+
+    def opened(rows: DataFrame) -> DataFrame:
+        return rows.select("*", F.lit(None).cast("timestamp").alias(history.VALID_FROM), from_seq.alias(history.VALID_FROM_SEQ),
+                           F.lit(None).cast("timestamp").alias(history.VALID_TO),
+                           F.lit(None).cast(types[history.VALID_TO_SEQ]).alias(history.VALID_TO_SEQ),
+                           F.lit(True).alias(history.CURRENT))
+
+    if not table_exists(spark, target):
+        return opened(copied)
+    held = spark.read.format("delta").load(target.path)
+    have = {f.name.lower() for f in held.schema.fields}
+    if any(c.lower() not in have for c in copied.columns):  # (another shape: every row a new version)
+        same = copied.select(*[quote(k) for k in keys]).limit(0)
+    else:
+        for name, kind in HISTORY_COLUMNS:
+            if name not in have:  # a table made before it kept its history: its rows are current
+                held = held.withColumn(name, F.lit(None).cast(kind))
+        is_current = F.coalesce(F.col(history.CURRENT), F.lit(True))
+        now = held.where(is_current).select(*[F.col(quote(c)).alias(f"h_{i}") for i, c in enumerate(copied.columns)])
+        pairs = now.join(copied, [F.col(f"h_{copied.columns.index(k)}") == F.col(quote(k)) for k in keys])
+        equal = F.lit(True)
+        for i, c in enumerate(copied.columns):
+            equal = equal & F.col(f"h_{i}").eqNullSafe(F.col(quote(c)))
+        same = pairs.where(equal).select(*[F.col(quote(k)) for k in keys])
+    for name, kind in HISTORY_COLUMNS:
+        if name not in {f.name.lower() for f in held.schema.fields}:
+            held = held.withColumn(name, F.lit(None).cast(kind))
+    is_current = F.coalesce(F.col(history.CURRENT), F.lit(True))
+    kept_keys = same.select(*[F.col(quote(k)).alias(f"k_{i}") for i, k in enumerate(keys)]).withColumn("__same", F.lit(True))
+    marked = held.join(kept_keys, [F.col(quote(k)) == F.col(f"k_{i}") for i, k in enumerate(keys)], "left")
+    gone = is_current & F.col("__same").isNull()
+    versions = marked.select(
+        *[(F.col(quote(f.name)) if f.name.lower() in have else F.lit(None)).cast(f.dataType).alias(f.name)
+          for f in copied.schema.fields],
+        F.col(history.VALID_FROM), F.col(history.VALID_FROM_SEQ), F.col(history.VALID_TO),
+        F.when(gone, from_seq).otherwise(F.col(history.VALID_TO_SEQ)).alias(history.VALID_TO_SEQ),
+        (is_current & ~gone).alias(history.CURRENT))
+    return versions.unionByName(opened(copied.join(same, list(keys), "left_anti")))
 
 
 def _refuse_empty_partition_strings(ref: DeltaTableRef, columns, rows: DataFrame) -> None:
@@ -429,21 +575,87 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
 
     def apply(self, tables: list[NetRows[DeltaTableRef]]) -> None:
         for t in tables:
-            staged = self._stage_arrow(t) if t.on_driver() is not None else self._stage_frames(t)
+            if t.target.keeps_history:
+                staged = self._stage_history(t)
+            else:
+                staged = self._stage_arrow(t) if t.on_driver() is not None else self._stage_frames(t)
             self._keep_log(staged, t)
             with self._lock:
                 self._staged[t.index] = staged
 
     def _stage_frames(self, t: NetRows[DeltaTableRef]) -> StagedRows:
-        rows = to_delta(t.in_spark(self.sink.spark()).net, t.table.columns, (cr.NET_OP, cr.NET_COUNT)).cache()
+        rows = self._spark_rows(t).cache()
         _refuse_empty_partition_strings(t.target, t.table.columns, rows)  # (of the cached rows: no netting again)
         counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
         return StagedRows(t.table, t.target, _report_counts(t.report, counts), rows=rows)
+
+    def _stage_history(self, t: NetRows[DeltaTableRef]) -> StagedRows:
+        """A history table's versions of the segment (``history.segment_versions``), from its change rows
+        (netted by Spark: collected; every change is a version to write): appended into an empty table,
+        merged by delta-rs into a small one, by Spark's MERGE into a large one. The report counts the
+        net rows as for any table."""
+        arrow = t.on_driver()
+        if arrow is not None:
+            changes, net = arrow.changes, arrow.net
+            summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
+            counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
+        else:
+            rows = t.in_spark(self.sink.spark())
+            changes = rows.changes.toArrow()
+            counts = {r[cr.NET_OP]: r["n"] for r in rows.net.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
+        versions = history.segment_versions(changes, [c.name for c in t.table.columns], t.table.key_columns)
+        staged = StagedRows(t.table, t.target, _report_counts(t.report, counts))
+        if self.sink._is_empty(t.table):
+            staged.appended = merges.delta_arrow(t.table, versions.added, history.COLUMNS)
+        else:
+            source = merges.history_source(t.table, versions)
+            if self.sink.merges_in_driver(t.table):
+                staged.history = source
+            else:
+                from ....merge.spark_read import spark_schema
+
+                staged.rows = self.sink.spark().createDataFrame(source, schema=spark_schema(source.schema))
+        return staged
+
+    def _marks(self, t: NetRows[DeltaTableRef]) -> tuple[str, ...]:
+        """The soft-delete marks the table's net rows carry (none unless it keeps its deleted rows)."""
+        return soft_deletes.COLUMNS if t.target.keeps_deleted else ()
+
+    def _deletion_marks(self, t: NetRows[DeltaTableRef]) -> pa.Table:
+        """The marks of the table's deleting events (``soft_deletes.deletion_marks``): from its change
+        rows on the driver, or, netted by Spark, from the deletes and updates among them, collected."""
+        arrow = t.on_driver()
+        if arrow is not None:
+            changes = arrow.changes
+        else:
+            changes = t.in_spark(self.sink.spark()).changes.where(F.col(cr.OP) != cr.INSERT).toArrow()
+        return soft_deletes.deletion_marks(changes, t.table.key_columns)
+
+    def _spark_rows(self, t: NetRows[DeltaTableRef]) -> DataFrame:
+        """The net rows as a DataFrame in Delta values, with the net op and count (and the marks of a
+        table keeping its deleted rows: its deletes' from ``_deletion_marks``, joined by key)."""
+        spark = self.sink.spark()
+        net = t.in_spark(spark).net
+        marks = self._marks(t)
+        if marks:
+            keys = list(t.table.key_columns)
+            found = self._deletion_marks(t)
+            found = spark.createDataFrame(found, schema=found.schema.remove_metadata()) if found.num_rows else \
+                net.select(*[quote(k) for k in keys], *[F.lit(None).cast(kind).alias(m) for m, kind in MARK_COLUMNS[1:]]).limit(0)
+            deleting = F.col(cr.NET_OP) == cr.DELETE
+            net = net.join(found.select(*[F.col(quote(k)).cast(net.schema[k].dataType).alias(k) for k in keys],
+                                        *marks[1:]), keys, "left").select(
+                *[F.col(quote(c)) for c in net.columns], deleting.alias(marks[0]),
+                *[F.when(deleting, F.col(m)).alias(m) for m in marks[1:]])
+        return to_delta(net, t.table.columns, (cr.NET_OP, cr.NET_COUNT, *marks))
 
     def _stage_arrow(self, t: NetRows[DeltaTableRef]) -> StagedRows:
         """Rows netted on the driver: an empty table's appended and a small table's merged by
         delta-rs, with no Spark job; any other table's handed to Spark's MERGE."""
         net = t.on_driver().net
+        marks = self._marks(t)
+        if marks:
+            net = soft_deletes.with_marks(net, self._deletion_marks(t), t.table.key_columns)
         written = pc.not_equal(net.column(cr.NET_OP), cr.DELETE)
         partition_values.refuse_empty_strings(
             t.target, partition_values.string_partitions(t.target, t.table.columns),
@@ -452,17 +664,17 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
         staged = StagedRows(t.table, t.target, _report_counts(t.report, counts))
         if self.sink._is_empty(t.table):
-            staged.appended = merges.arrow_inserts(t.table, net)
+            staged.appended = merges.arrow_inserts(t.table, net, marks)
         elif self.sink.merges_in_driver(t.table):
-            staged.merged = merges.delta_arrow(t.table, net, (cr.NET_OP, cr.NET_COUNT))
+            staged.merged = merges.delta_arrow(t.table, net, (cr.NET_OP, cr.NET_COUNT, *marks))
         else:
-            staged.rows = to_delta(t.in_spark(self.sink.spark()).net, t.table.columns, (cr.NET_OP, cr.NET_COUNT))
+            staged.rows = self._spark_rows(t)
         return staged
 
     def _keep_log(self, staged: StagedRows, t: NetRows[DeltaTableRef]) -> None:
         """The table's changelog rows beside its net rows, when the table has a changelog."""
         table = t.table
-        if self.sink.change_metadata(table):
+        if self.sink.options.logs(table.database, table.table):
             log_rows = changelog.changelog_rows(t.in_spark(self.sink.spark()).changes, table.columns)
             log_table = self.sink.changelog_ref(self.job.batch.pipeline, table.database, table.table)
             # created here, outside the idempotent commit: only the append carries its transaction id

@@ -14,6 +14,7 @@ from ....merge.ddl_statements import (
     AddedColumn, added_columns, column_drops, column_renames, created_columns, ddl_spark_type, existing_value,
     leader_computed,
 )
+from ....merge import history
 from ....merge.errors import FollowerSchemaError
 from ....contracts import DdlSegment, DdlTarget
 from .tables import create_table, drop_column, overwrite, quote, rename_column, table_exists
@@ -29,10 +30,21 @@ def _drop_table(sink: "DeltaSink", target: DdlTarget, versions: dict[str, int]) 
     versions.pop(sink.ref(target.database, target.table).name, None)
 
 
-def _truncate(sink: "DeltaSink", target: DdlTarget, versions: dict[str, int]) -> None:
-    version = sink.empty_table(target.database, target.table)
-    if version is not None:
-        versions[sink.ref(target.database, target.table).name] = version
+def _truncate(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, int]) -> None:
+    """Each table emptied; a table that keeps its deleted rows has them marked deleted by the
+    statement's position instead (``merge.soft_deletes``), a history table its current versions
+    closed there (``merge.history``)."""
+    for target in segment.targets:
+        ref = sink.ref(target.database, target.table)
+        if ref.keeps_deleted:
+            version = sink.mark_all_deleted(target.database, target.table, str(segment.end))
+        elif ref.keeps_history:
+            version = sink.close_all_versions(target.database, target.table,
+                                              history.seq_number(segment.end.sequence, segment.end.offset))
+        else:
+            version = sink.empty_table(target.database, target.table)
+        if version is not None:
+            versions[ref.name] = version
 
 
 def _rename_table(sink: "DeltaSink", old: DdlTarget, new: DdlTarget, versions: dict[str, int]) -> None:
@@ -137,6 +149,7 @@ def _create_table(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, in
         return
     target = segment.targets[0]
     ref = sink.ref(target.database, target.table)
+    columns = columns + list(ref.added_columns)  # a history mode's columns after the leader's
     definition = ", ".join(f"{quote(name)} {delta_type}" for name, delta_type in columns)
     spark = sink.spark()
     replacing = re.match(r"^\s*CREATE\s+OR\s+REPLACE\b", segment.statement, re.I)
@@ -158,7 +171,7 @@ ACTIONS: dict[str, Callable[["DeltaSink", DdlSegment, dict[str, int]], None]] = 
     "create_database": _nothing,
     "alter_database": _nothing,
     "drop_table": _each_table(_drop_table),
-    "truncate_table": _each_table(_truncate),
+    "truncate_table": _truncate,
     "rename_table": _rename_tables,
     "alter_table": _alter_table,
     "drop_database": _drop_database,

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from ....contracts import TableChanges
 from ....contracts import change_row as cr
+from ....merge import history, soft_deletes
 from ....merge.multiset import COPIES as _COPIES, SIDE as _SIDE, keyless_rewrite
 from .tables import DeltaTableRef, quote
 
@@ -51,9 +52,15 @@ def append_rows(target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> 
     """Into an empty table every net row that is not a delete is an insert: a plain append, the
     fastest write Delta has (no join with the table), idempotent like the MERGE it stands for
     (the session's transaction ids apply to it)."""
-    columns = [quote(c.name) for c in table.columns]
+    columns = [quote(c) for c in _written(target, table)]
     inserts = rows.where(F.col(cr.NET_OP) != cr.DELETE).select(*columns)
     inserts.write.format("delta").mode("append").save(target.path)
+
+
+def _written(target: DeltaTableRef, table: TableChanges) -> list[str]:
+    """The columns a commit writes: the leader's, and a table's marks when it keeps its deleted rows
+    (its net rows carry them: ``merge.soft_deletes.with_marks``)."""
+    return [c.name for c in table.columns] + (list(soft_deletes.COLUMNS) if target.keeps_deleted else [])
 
 
 def delta_arrow(table: TableChanges, rows: pa.Table, extra: tuple[str, ...] = ()) -> pa.Table:
@@ -65,9 +72,10 @@ def delta_arrow(table: TableChanges, rows: pa.Table, extra: tuple[str, ...] = ()
     return pa.table(arrays + [rows.column(e) for e in extra], names=[c.name for c in table.columns] + list(extra))
 
 
-def arrow_inserts(table: TableChanges, net: pa.Table) -> pa.Table:
-    """``append_rows``'s rows from Arrow net rows: every one but a delete, in Delta values."""
-    return delta_arrow(table, net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE)))
+def arrow_inserts(table: TableChanges, net: pa.Table, extra: tuple[str, ...] = ()) -> pa.Table:
+    """``append_rows``'s rows from Arrow net rows: every one but a delete, in Delta values (with the
+    ``extra`` columns: a table's soft-delete marks)."""
+    return delta_arrow(table, net.filter(pc.not_equal(net.column(cr.NET_OP), cr.DELETE)), extra)
 
 
 @dataclass(frozen=True)
@@ -124,27 +132,91 @@ def _spelled(table, rows: pa.Table):
     return name, rows.rename_columns([name(n) for n in rows.column_names])
 
 
-def _sql_name(name: str) -> str:
-    # delta-rs parses its predicates and expressions as DataFusion SQL: identifiers in double quotes
+def sql_name(name: str) -> str:
+    """A column name as delta-rs's predicates and expressions take it: they are DataFusion SQL, its
+    identifiers in double quotes."""
     return '"' + name.replace('"', '""') + '"'
 
 
-def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: Txn) -> None:
-    """``merge_keyed`` by delta-rs from Arrow net rows in Delta values (``delta_arrow`` with the net op):
-    one commit carrying ``txn``, unless the table has it. delta-rs honours the table's deletion
-    vectors and column mapping, writes its change data feed, and rewrites the files holding the
-    rows it changes (copy-on-write), which is why only small tables take this path."""
+def merge_arrow(table, changes: TableChanges, rows: pa.Table, txn: Txn, keeps_deleted: bool = False) -> None:
+    """``merge_keyed`` by delta-rs from Arrow net rows in Delta values (``delta_arrow`` with the net op,
+    and a table's soft-delete marks when it ``keeps_deleted``): one commit carrying ``txn``, unless
+    the table has it. delta-rs honours the table's deletion vectors and column mapping, writes its
+    change data feed, and rewrites the files holding the rows it changes (copy-on-write), which is
+    why only small tables take this path."""
     if not rows.num_rows or done(table, txn):
         return
     name, rows = _spelled(table, rows)
-    values = {_sql_name(name(c.name)): f"s.{_sql_name(name(c.name))}" for c in changes.columns}
-    on = " AND ".join(f"t.{_sql_name(name(k))} = s.{_sql_name(name(k))}" for k in changes.key_columns)
-    op = f"s.{_sql_name(cr.NET_OP)}"
-    (table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=commit_properties(txn))
-     .when_matched_delete(predicate=f"{op} = '{cr.DELETE}'")
-     .when_matched_update(updates=values)
+    marks = soft_deletes.COLUMNS if keeps_deleted else ()
+    values = {sql_name(name(c)): f"s.{sql_name(name(c))}" for c in [*(c.name for c in changes.columns), *marks]}
+    on = " AND ".join(f"t.{sql_name(name(k))} = s.{sql_name(name(k))}" for k in changes.key_columns)
+    op = f"s.{sql_name(cr.NET_OP)}"
+    deleting = f"{op} = '{cr.DELETE}'"
+    merge = table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=commit_properties(txn))
+    # a deleted row is removed, or, kept, only its marks set (a moved key's before image holds its key only)
+    merge = (merge.when_matched_update(updates={sql_name(m): f"s.{sql_name(m)}" for m in marks}, predicate=deleting)
+             if keeps_deleted else merge.when_matched_delete(predicate=deleting))
+    (merge.when_matched_update(updates=values)
      .when_not_matched_insert(updates=values, predicate=f"{op} <> '{cr.DELETE}'")
      .execute())
+
+
+HISTORY_KIND = "__mcdc_kind"  # a history merge's source row: 'close' a current version, or 'open' one
+
+
+def history_source(table: TableChanges, versions: history.SegmentVersions) -> pa.Table:
+    """A history table's segment as one MERGE's source rows, in Delta values: each key's current
+    version to close (``closing``: its key and end) and the versions to add (``added``)."""
+    added = delta_arrow(table, versions.added, history.COLUMNS)
+    closing = versions.closing
+    n = closing.num_rows
+    columns = []
+    for field in added.schema:
+        if field.name in closing.column_names:
+            values = closing.column(field.name)
+            columns.append(pc.cast(values, pa.int64()) if pa.types.is_duration(values.type) else values.cast(field.type))
+        else:
+            columns.append(pa.nulls(n, field.type))
+    closing = pa.table(columns, schema=added.schema)
+    return pa.concat_tables([
+        closing.append_column(HISTORY_KIND, pa.array(["close"] * n, pa.string())),
+        added.append_column(HISTORY_KIND, pa.array(["open"] * added.num_rows, pa.string()))])
+
+
+def _history_clauses(changes: TableChanges, quoted) -> tuple[str, dict[str, str], dict[str, str]]:
+    """A history MERGE's ON condition, its update of a closed version, its insert of a new one, with
+    names quoted by ``quoted`` (Spark's or DataFusion's)."""
+    on = " AND ".join([*(f"t.{quoted(k)} = s.{quoted(k)}" for k in changes.key_columns),
+                       f"COALESCE(t.{quoted(history.CURRENT)}, true)", f"s.{quoted(HISTORY_KIND)} = 'close'"])
+    closing = {quoted(history.VALID_TO): f"s.{quoted(history.VALID_TO)}",
+               quoted(history.VALID_TO_SEQ): f"s.{quoted(history.VALID_TO_SEQ)}", quoted(history.CURRENT): "false"}
+    opening = {quoted(c): f"s.{quoted(c)}" for c in [*(c.name for c in changes.columns), *history.COLUMNS]}
+    return on, closing, opening
+
+
+def merge_history_arrow(table, changes: TableChanges, source: pa.Table, txn: Txn) -> None:
+    """A history table's segment (``history_source``) by delta-rs: the current version of each key it
+    touches closed, its versions inserted, in one commit carrying ``txn`` (unless the table has it)."""
+    if not source.num_rows or done(table, txn):
+        return
+    name, source = _spelled(table, source)
+    on, closing, opening = _history_clauses(changes, lambda c: sql_name(name(c)))
+    (table.merge(source, on, source_alias="s", target_alias="t", commit_properties=commit_properties(txn))
+     .when_matched_update(updates=closing)
+     .when_not_matched_insert(updates=opening, predicate=f"s.{sql_name(HISTORY_KIND)} = 'open'")
+     .execute())
+
+
+def merge_history(spark: SparkSession, target: DeltaTableRef, changes: TableChanges, source: DataFrame) -> None:
+    """``merge_history_arrow`` by Spark's MERGE (a large table), under the session's transaction ids."""
+    on, closing, opening = _history_clauses(changes, quote)
+    view = _view(source)
+    spark.sql(
+        f"MERGE INTO {target.sql} t USING {view} s ON {on} "
+        f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{k} = {v}' for k, v in closing.items())} "
+        f"WHEN NOT MATCHED AND s.{quote(HISTORY_KIND)} = 'open' THEN INSERT ({', '.join(opening)}) "
+        f"VALUES ({', '.join(opening.values())})")
+    spark.catalog.dropTempView(view)
 
 
 def copies_held(table, names: list[str]) -> pa.Table:
@@ -153,7 +225,7 @@ def copies_held(table, names: list[str]) -> pa.Table:
     which its plain readers refuse). NULLs group together, as equal rows of the leader are equal."""
     from deltalake import QueryBuilder
 
-    columns = ", ".join(_sql_name(n) for n in names)
+    columns = ", ".join(sql_name(n) for n in names)
     return pa.table(QueryBuilder().register("t", table)
                     .execute(f"SELECT {columns}, COUNT(*) AS {_COPIES} FROM t GROUP BY {columns}").read_all())
 
@@ -169,9 +241,9 @@ def merge_arrow_keyless(table, changes: TableChanges, rows: pa.Table, txn: Txn) 
     if not source.num_rows:
         return  # the batch's inserts and deletes of each value cancel out
     # DataFusion's parser binds IS NOT DISTINCT FROM looser than AND: each comparison in parentheses
-    on = " AND ".join(f"(t.{_sql_name(n)} IS NOT DISTINCT FROM s.{_sql_name(n)})" for n in names)
-    side = f"s.{_sql_name(_SIDE)}"
-    values = {_sql_name(n): f"s.{_sql_name(n)}" for n in names}
+    on = " AND ".join(f"(t.{sql_name(n)} IS NOT DISTINCT FROM s.{sql_name(n)})" for n in names)
+    side = f"s.{sql_name(_SIDE)}"
+    values = {sql_name(n): f"s.{sql_name(n)}" for n in names}
     (table.merge(source, f"{on} AND {side} = 'del'", source_alias="s", target_alias="t",
                  commit_properties=commit_properties(txn))
      .when_matched_delete()
@@ -180,15 +252,19 @@ def merge_arrow_keyless(table, changes: TableChanges, rows: pa.Table, txn: Txn) 
 
 
 def merge_keyed(spark: SparkSession, target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> None:
-    """``D`` deletes the key, ``U`` replaces the row (or inserts it: the key may be new to the
-    table, after a copy), ``I`` inserts. The net rows hold one row per key, as MERGE requires."""
-    columns = [quote(c.name) for c in table.columns]
+    """``D`` deletes the key (or marks its row deleted, in a table that keeps its deleted rows), ``U``
+    replaces the row (or inserts it: the key may be new to the table, after a copy), ``I`` inserts.
+    The net rows hold one row per key, as MERGE requires."""
+    columns = [quote(c) for c in _written(target, table)]
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in table.key_columns)
     op = f"s.{cr.NET_OP}"
     source = _view(rows)
+    # a deleted row is removed, or, kept, only its marks set (a moved key's before image holds its key only)
+    deleted = (f"UPDATE SET {', '.join(f't.{quote(m)} = s.{quote(m)}' for m in soft_deletes.COLUMNS)}"
+               if target.keeps_deleted else "DELETE")
     spark.sql(
         f"MERGE INTO {target.sql} t USING {source} s ON {on} "
-        f"WHEN MATCHED AND {op} = '{cr.DELETE}' THEN DELETE "
+        f"WHEN MATCHED AND {op} = '{cr.DELETE}' THEN {deleted} "
         f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)} "
         f"WHEN NOT MATCHED AND {op} <> '{cr.DELETE}' THEN INSERT ({', '.join(columns)}) "
         f"VALUES ({', '.join(f's.{c}' for c in columns)})"

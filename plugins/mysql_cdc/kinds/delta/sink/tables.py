@@ -30,6 +30,7 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ....merge import history, soft_deletes
 from ....merge.errors import FollowerSchemaError
 from ....contracts import ColumnSpec
 from ..state.tables import CHECKPOINT_INTERVAL
@@ -110,12 +111,20 @@ def to_delta(df: DataFrame, columns: Sequence[ColumnSpec], extra: Sequence[str] 
 class DeltaTableRef:
     """One Delta table of the follower: ``path`` as Spark reaches it, ``name`` the leader's,
     ``features`` what it is created with (a key of ``TABLE_FEATURES``), ``partition_by`` the columns
-    the pipelines file partitions it by (``options.LakeOptions.partition_columns``)."""
+    the pipelines file partitions it by (``options.LakeOptions.partition_columns``), ``keeps_deleted``
+    whether it keeps the rows the leader deleted (``merge.soft_deletes``)."""
 
     name: str
     path: str
     features: str = "standard"
     partition_by: tuple[str, ...] = ()
+    keeps_deleted: bool = False  # soft deletes: the table has ``MARK_COLUMNS`` after the leader's
+    keeps_history: bool = False  # every version of each row: the table has ``HISTORY_COLUMNS`` after the leader's
+
+    @property
+    def added_columns(self) -> tuple[tuple[str, str], ...]:
+        """The (name, Delta type) columns the follower adds after the leader's (a history mode's)."""
+        return MARK_COLUMNS if self.keeps_deleted else HISTORY_COLUMNS if self.keeps_history else ()
 
     @property
     def sql(self) -> str:
@@ -135,6 +144,21 @@ def existing_columns(spark: SparkSession, table: DeltaTableRef) -> dict[str, str
     return {f.name.lower(): (f.name, f.dataType.simpleString().upper()) for f in fields}
 
 
+# soft deletes' marks (``merge.soft_deletes``) as Delta columns: a TIMESTAMP is an instant (UTC)
+MARK_COLUMNS = ((soft_deletes.DELETED, "BOOLEAN"), (soft_deletes.DELETED_AT, "TIMESTAMP"),
+                (soft_deletes.DELETED_TXN, "STRING"))
+# a history table's (``merge.history``): its versions' validity
+HISTORY_COLUMNS = ((history.VALID_FROM, "TIMESTAMP"), (history.VALID_FROM_SEQ, "DECIMAL(38,0)"),
+                   (history.VALID_TO, "TIMESTAMP"), (history.VALID_TO_SEQ, "DECIMAL(38,0)"), (history.CURRENT, "BOOLEAN"))
+
+
+def leader_part(existing: dict[str, tuple[str, str]], table: DeltaTableRef) -> tuple[dict[str, tuple[str, str]], bool]:
+    """A table's columns (``existing_columns``'s, ``lake_columns``'s) without those a history mode adds
+    (``DeltaTableRef.added_columns``), and whether it lacks some of them (made before it kept them)."""
+    added = {name for name, _ in table.added_columns}
+    return {k: v for k, v in existing.items() if k not in added}, not added <= set(existing)
+
+
 def schema_ddl(columns: Sequence[ColumnSpec], where: str) -> str:
     """The columns as a Spark SQL column list, in Delta types."""
     return ", ".join(f"{quote(c.name)} {delta_type(c, where)}" for c in columns)
@@ -146,6 +170,9 @@ def create_table(spark: SparkSession, table: DeltaTableRef, columns: Sequence[Co
     from .partition_values import check_types
 
     definition = columns if isinstance(columns, str) else schema_ddl(columns, table.name)
+    # (a column list of the lake's, a renamed table's, has them already; every list here quotes its names)
+    if table.added_columns and f"{quote(table.added_columns[0][0])} " not in definition:
+        definition = ", ".join([definition, *(f"{quote(name)} {kind}" for name, kind in table.added_columns)])
     # (a column list's names and types are Spark's to parse; batch columns say theirs)
     types = ({f.name: f.dataType.simpleString() for f in spark.createDataFrame([], definition).schema.fields}
              if isinstance(columns, str) else {c.name: delta_type(c, table.name) for c in columns})
@@ -242,6 +269,9 @@ def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[C
     if existing is None:
         create_table(spark, table, columns)
         return
+    existing, lacks_added = leader_part(existing, table)
+    if lacks_added:
+        add_columns(spark, table)
     changes = schema_changes(existing, columns, table.name)
     partitioning = partition_columns(spark, table)
     if (changes.widened or not same_columns(partitioning, table.partition_by)
@@ -253,6 +283,16 @@ def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[C
     if changes.added:
         definition = ", ".join(f"{quote(c.name)} {delta_type(c, table.name)}" for c in changes.added)
         spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({definition})")
+
+
+def add_columns(spark: SparkSession, table: DeltaTableRef) -> None:
+    """The columns of the table's history mode (``added_columns``), added to a table made before it
+    kept them (its rows live, or current versions: NULL reads so). Idempotent: a column it has is
+    not added again."""
+    have = {f.name.lower() for f in spark.read.format("delta").load(table.path).schema.fields}
+    missing = ", ".join(f"{quote(name)} {kind}" for name, kind in table.added_columns if name not in have)
+    if missing:
+        spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({missing})")
 
 
 def _rewrite(spark: SparkSession, table: DeltaTableRef, changes: SchemaChanges) -> None:

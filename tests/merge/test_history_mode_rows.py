@@ -1,5 +1,6 @@
-"""Soft deletes' marks (``merge.soft_deletes``) on change rows written out by hand: which event
-deletes each key last, and how the net rows and a table's rows are marked."""
+"""The rows of the history modes (``merge.soft_deletes``, ``merge.history``) from change rows written
+out by hand: which event deletes each key last, how net rows and a table's rows are marked, and
+which versions a segment opens and closes."""
 
 from datetime import datetime, timezone
 
@@ -83,7 +84,39 @@ def test_the_option_and_the_tables_it_cannot_take_are_named():
     assert sd.keeps_deleted(("shop.*",), "shop", "orders") and not sd.keeps_deleted(("shop.*",), "crm", "orders")
     with pytest.raises(ValueError, match=r"soft_deletes: must be true, false or a list of db.table globs"):
         sd.parse_globs("shop.orders")
+    from mysql_cdc.merge.history import check_table
+
     with pytest.raises(FollowerSchemaError, match=r"shop.log has no primary key, and soft_deletes names it"):
-        sd.check_table("shop.log", (), ["a"])
+        check_table("shop.log", (), ["a"], soft_deletes=True, history=False)
+    with pytest.raises(FollowerSchemaError, match=r"shop.log has no primary key, and history names it"):
+        check_table("shop.log", (), ["a"], soft_deletes=False, history=True)
     with pytest.raises(FollowerSchemaError, match=r"shop.t has the column\(s\) _deleted, which soft_deletes adds"):
-        sd.check_table("shop.t", ("id",), ["id", "_deleted"])
+        check_table("shop.t", ("id",), ["id", "_deleted"], soft_deletes=True, history=False)
+    with pytest.raises(FollowerSchemaError, match=r"shop.t is named by both soft_deletes and history"):
+        check_table("shop.t", ("id",), ["id"], soft_deletes=True, history=True)
+    check_table("shop.t", ("id",), ["id", "_current"], soft_deletes=True, history=False)
+    check_table("shop.log", (), ["a"], soft_deletes=False, history=False)
+
+
+def test_a_history_table_s_versions_open_and_close_at_each_change():
+    from decimal import Decimal
+
+    from mysql_cdc.merge import history as h
+
+    def seq(pos: int, index: int) -> Decimal:
+        return Decimal(h.seq_number(1, pos, index))
+
+    versions = h.segment_versions(BATCH, ["id", "v"], ["id"])
+    # the current version of each key the batch touches ends at its first change (30 is new: none matches)
+    assert {r["id"]: (r[h.VALID_TO], r[h.VALID_TO_SEQ]) for r in versions.closing.to_pylist()} == {
+        1: (ts(1), seq(100, 0)), 2: (ts(3), seq(300, 2)), 3: (ts(4), seq(400, 3)), 30: (ts(4), seq(400, 3)),
+        4: (ts(5), seq(500, 4)), 5: (ts(7), seq(700, 6))}
+    added = sorted(((r["id"], r["v"], r[h.VALID_FROM], r[h.VALID_FROM_SEQ], r[h.VALID_TO], r[h.VALID_TO_SEQ],
+                     r[h.CURRENT]) for r in versions.added.to_pylist()), key=lambda r: (r[0], r[3]))
+    assert added == [
+        (1, "again", ts(2), seq(200, 1), None, None, True),
+        (4, "four!", ts(5), seq(500, 4), ts(6), seq(600, 5), False),  # updated, then deleted
+        (5, "five", ts(7), seq(700, 6), ts(8), seq(800, 7), False),  # lived between two runs: kept, closed
+        (30, "three", ts(4), seq(400, 3), None, None, True),  # the moved key's new version
+    ]
+    assert h.current(pa.table({"id": [1, 1], h.CURRENT: [False, True]})).to_pylist() == [{"id": 1}]
