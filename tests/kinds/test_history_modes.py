@@ -149,6 +149,9 @@ def test_deleted_rows_stay_marked_through_deletes_truncate_copies_and_a_crash(la
     assert (verified.status, verified.rows, verified.drifted) == ("ok", 3, []), verified
     # (its deleted rows are what verification leaves out: counted as the leader's, they are drift)
     assert _verify(pipeline, lake, soft_deletes=()).drifted
+    # replayed (a binlog range run again): nothing changes
+    assert run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets, driver_rows).noop
+    assert _rows(pipeline, "orders", lake) == rows
 
     third = pipeline.capture([f"USE {db}", "INSERT INTO orders VALUES (1, 'back', 10)"])
     run_merge(spark, pipeline.manifest_uri(third), pipeline.secrets, driver_rows)
@@ -260,17 +263,33 @@ def test_every_version_of_a_row_is_kept_through_crashes_truncate_and_copies(lake
     verified = _verify(pipeline, lake)
     assert (verified.status, verified.drifted) == ("ok", []), verified
     assert _verify(pipeline, lake, history=()).drifted, "the closed versions are what verification leaves out"
+    # replayed (a binlog range run again): no version twice
+    assert run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets, driver_rows).noop
+    assert _versions(pipeline, lake) == versions
 
-    third = pipeline.capture([f"USE {db}", "TRUNCATE TABLE orders", "INSERT INTO orders VALUES (7, 'g', 7), (9, 'i', 9)"])
+    # a column added: the versions before it have none; the next change of a row is a version with it
+    ddl = pipeline.capture([f"USE {db}", "ALTER TABLE orders ADD COLUMN note VARCHAR(8)",
+                            "UPDATE orders SET note = 'x' WHERE id = 30"])
+    run_merge(spark, pipeline.manifest_uri(ddl), pipeline.secrets, driver_rows)
+    notes = sorted(((r["id"], r["note"], r[h.CURRENT]) for r in lake.read(pipeline, "orders").to_pylist() if r["id"] == 30),
+                   key=lambda n: n[2])
+    assert notes == [(30, None, False), (30, "x", True)]
+    assert _verify(pipeline, lake).status == "ok"
+    current = {(v[0], v[3]) for v in _versions(pipeline, lake) if v[5]}
+    assert {key for key, _ in current} == {1, 30}
+
+    third = pipeline.capture([f"USE {db}", "TRUNCATE TABLE orders", "INSERT INTO orders (id, item, qty) VALUES (7, 'g', 7), (9, 'i', 9)"])
     run_merge(spark, pipeline.manifest_uri(third), pipeline.secrets, driver_rows)
     versions = _versions(pipeline, lake)
-    truncated = {v[4] for v in versions if v[0] in (1, 30) and v[2] in (11, 3) and v[0] != 3}
-    assert len(truncated) == 1 and None not in truncated, "the TRUNCATE closes every current version at its position"
+    truncated = [(v[4], v[5]) for v in versions if (v[0], v[3]) in current]
+    assert len(truncated) == 2 and len(set(truncated)) == 1 and truncated[0][0] is not None and not truncated[0][1], \
+        "the TRUNCATE closes every current version at its position"
     assert [(v[0], v[5]) for v in versions if v[5]] == [(7, True), (9, True)]
+    _chained(versions)
 
     # rows changed outside the binlog: the repair's copy closes 7's version and opens the copy's; 9 is unchanged
     _outside_the_binlog(pipeline, [f"UPDATE {db}.orders SET qty = 70 WHERE id = 7",
-                                   f"INSERT INTO {db}.orders VALUES (8, 'h', 8)"])
+                                   f"INSERT INTO {db}.orders (id, item, qty) VALUES (8, 'h', 8)"])
     copy = pipeline.snapshot(only=[f"{db}.orders"])
     run_merge(spark, pipeline.manifest_uri(copy), pipeline.secrets)
     (copied,) = [s for s in copy.segments if s.kind == "snapshot"]

@@ -12,7 +12,8 @@ consistent cut, ``state.cut``). ``docs/lakehouse.md`` is the user's page.
 - ``sink.maintenance``: compaction and vacuum that keep the cut readable.
 
 The pipelines file names it ``follower: {kind: delta, location: s3://bucket/lake, changelog: [...],
-features: standard|portable, partition_by: {db.table glob: [columns]}}`` (``options``).
+features: standard|portable, partition_by: {db.table glob: [columns]}, soft_deletes: [...], history:
+[...]}`` (``options``; the history modes: ``merge.soft_deletes``, ``merge.history``).
 """
 
 from __future__ import annotations
