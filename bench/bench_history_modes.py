@@ -9,7 +9,8 @@ then a second batch of OLTP-shaped changes (updates of 10% of the rows spread ov
 deletes of 5%, as many inserts: one row per transaction event) is merged and timed: into a plain
 table, into a ``soft_deletes`` table, into a ``history`` table; for the Delta follower (a lake on
 the local file system) and the Iceberg follower (a JDBC catalog on a MariaDB server started here,
-its warehouse on the local file system). Figures: each merge's seconds and
+its warehouse on the local file system). Figures: each merge's seconds (the median of ``--repeat``
+merges, each into a fresh lake) and
 ``<kind>_soft_deletes_vs_plain`` / ``<kind>_history_vs_plain`` (mode seconds / plain seconds; no
 target: what the docs say a mode costs).
 
@@ -21,9 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,7 +62,7 @@ def changes(leader: MariaDBServer, rows: int) -> None:
 
 def delta_secrets(work: Path, mode: str, storage: StorageSpec, start) -> JobSecrets:
     soft, history = MODES[mode]
-    lake = StorageSpec(f"file://{work}/lake-{mode}")
+    lake = StorageSpec(f"file://{work}/lake-{mode}-{uuid.uuid4().hex[:6]}")
     DeltaStateStore(LakeLocation(lake)).initialize(Checkpoint(PIPELINE, start))
     return JobSecrets(delta_follower_spec(lake, LakeOptions(soft_deletes=soft, history=history)), storage)
 
@@ -76,6 +79,7 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200_000, help="rows of the table the changes are merged into")
+    parser.add_argument("--repeat", type=int, default=3, help="merges of each mode, each into a fresh lake (median)")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-history-"))
@@ -100,12 +104,16 @@ def main() -> int:
         for kind, secrets_of in (("delta", lambda mode: delta_secrets(work, mode, storage, start)),
                                  ("iceberg", lambda mode: iceberg_secrets(catalogs, mode, storage, start))):
             for mode in MODES:
-                secrets = secrets_of(mode)
-                run_merge(spark, first, secrets)
-                log(f"{kind}, {mode}: merging the changes ...")
-                started = time.monotonic()
-                run_merge(spark, second, secrets)
-                results[f"{kind}_{mode}_merge_s"] = round(time.monotonic() - started, 2)
+                seconds = []
+                for _ in range(args.repeat):
+                    secrets = secrets_of(mode)
+                    run_merge(spark, first, secrets)
+                    log(f"{kind}, {mode}: merging the changes ...")
+                    started = time.monotonic()
+                    run_merge(spark, second, secrets)
+                    seconds.append(time.monotonic() - started)
+                results[f"{kind}_{mode}_merge_s"] = round(statistics.median(seconds), 2)
+                results[f"{kind}_{mode}_merge_runs_s"] = [round(x, 2) for x in seconds]
             for mode in ("soft_deletes", "history"):
                 results[f"{kind}_{mode}_vs_plain"] = round(results[f"{kind}_{mode}_merge_s"]
                                                            / results[f"{kind}_plain_merge_s"], 2)

@@ -87,6 +87,14 @@ ROWS = [
      "iceberg_merge_small_table_s", "the same batch into a 50k-row table", "iceberg_merge_growth", "<= 3"),
     ("Iceberg follower: one-row batch, spark-submit (s)", "iceberg_tiny_run_s", "iceberg_bare_spark_submit_s",
      "bare spark-submit", "iceberg_tiny_run_minus_spark_submit_s", "<= +15 s"),
+    ("Delta follower: 200k changes into a 1M-row soft_deletes table (s)", "delta_soft_deletes_merge_s",
+     "delta_plain_merge_s", "the same batch into a plain table", "delta_soft_deletes_vs_plain", ""),
+    ("... into a history (SCD type 2) table (s)", "delta_history_merge_s", "delta_plain_merge_s",
+     "the same batch into a plain table", "delta_history_vs_plain", ""),
+    ("Iceberg follower: 200k changes into a 1M-row soft_deletes table (s)", "iceberg_soft_deletes_merge_s",
+     "iceberg_plain_merge_s", "the same batch into a plain table", "iceberg_soft_deletes_vs_plain", ""),
+    ("... into a history (SCD type 2) table (s)", "iceberg_history_merge_s", "iceberg_plain_merge_s",
+     "the same batch into a plain table", "iceberg_history_vs_plain", ""),
     ("Delta follower on S3: 100k change rows over 1,000 tables (s)", "delta_merge_1000_tables_seconds",
      "delta_merge_1_tables_seconds", "the same rows in one table", "delta_tables_growth", "<= 3"),
     ("Delta follower on S3: 50 tables x 20 change rows (s)", "delta_small_batch_s", "mysql_small_batch_s",
@@ -173,6 +181,8 @@ def main() -> None:
     delta_args = ["bench/bench_delta.py", "--rows", str(args.merge_rows), "--big", str(args.delta_big_rows)]
     results.update(run_child(delta_args))
     results.update(run_child(["bench/bench_iceberg.py", "--rows", str(args.merge_rows), "--big", str(args.delta_big_rows)]))
+    results.update(run_child(["bench/bench_history_modes.py", "--rows", str(args.merge_rows),
+                              "--repeat", str(args.repeat)]))
     results.update(run_child(["bench/bench_delta_tables.py", "--rows", str(args.tables_rows),
                               "--repeat", str(args.repeat)]))
     # the same with the lake on the local file system: what the object store's requests cost

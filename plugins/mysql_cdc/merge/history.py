@@ -158,15 +158,23 @@ def segment_versions(changes: pa.Table, columns: Sequence[str], key_columns: Seq
     return SegmentVersions(closing, added)
 
 
-def _seqs(changes: pa.Table) -> list[int]:
-    seq, pos, row = (changes.column(c).to_pylist() for c in cr.ORDER_COLUMNS)
-    return [seq_number(s, p, r) for s, p, r in zip(seq, pos, row)]
-
-
-def _seq_array(seqs: list[int], rows: np.ndarray) -> pa.Array:
+def _seqs(changes: pa.Table) -> pa.Array:
+    """Each change row's ``seq_number``, vectorized: in 256-bit decimals (an int64 needs 19 digits,
+    10^24 25, and a 128-bit decimal product holds 38 at most), then in the column's 38 digits,
+    which every real position fits (a cast that would lose digits raises)."""
     from decimal import Decimal
 
-    return pa.array([Decimal(seqs[i]) for i in rows], SEQ)
+    def wide(name: str) -> pa.Array:
+        return pc.cast(changes.column(name), pa.decimal256(19, 0))
+
+    seq, offset, row = cr.ORDER_COLUMNS
+    value = pc.add(pc.add(pc.multiply(wide(seq), pa.scalar(Decimal(10 ** 24), pa.decimal256(25, 0))),
+                          pc.multiply(wide(offset), pa.scalar(Decimal(10 ** 12), pa.decimal256(13, 0)))), wide(row))
+    return pc.cast(value, SEQ)
+
+
+def _seq_array(seqs: pa.Array, rows: np.ndarray) -> pa.Array:
+    return seqs.take(pa.array(rows, pa.int64()))
 
 
 def current(rows: pa.Table) -> pa.Table:
