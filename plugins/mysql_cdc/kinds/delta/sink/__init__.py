@@ -96,6 +96,12 @@ def _report_counts(report: TableReport, counts: Mapping[str, int]) -> int:
     return report.inserted + report.updated + report.deleted
 
 
+def _arrow_counts(net: pa.Table) -> dict[str, int]:
+    """Arrow net rows' copies per op (``_report_counts``'s input)."""
+    summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
+    return dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
+
+
 @dataclass
 class _Committed:
     """The tables of a segment committed so far (from several threads): each one's Delta version,
@@ -522,23 +528,19 @@ def _with_versions(spark: SparkSession, target: DeltaTableRef, copied: DataFrame
         return opened(copied)
     held = spark.read.format("delta").load(target.path)
     have = {f.name.lower() for f in held.schema.fields}
+    for name, kind in HISTORY_COLUMNS:
+        if name not in have:  # a table made before it kept its history: its rows are current
+            held = held.withColumn(name, F.lit(None).cast(kind))
+    is_current = F.coalesce(F.col(history.CURRENT), F.lit(True))
     if any(c.lower() not in have for c in copied.columns):  # (another shape: every row a new version)
         same = copied.select(*[quote(k) for k in keys]).limit(0)
-    else:
-        for name, kind in HISTORY_COLUMNS:
-            if name not in have:  # a table made before it kept its history: its rows are current
-                held = held.withColumn(name, F.lit(None).cast(kind))
-        is_current = F.coalesce(F.col(history.CURRENT), F.lit(True))
+    else:  # the keys whose current version has exactly the copy's values (NULL equal to NULL)
         now = held.where(is_current).select(*[F.col(quote(c)).alias(f"h_{i}") for i, c in enumerate(copied.columns)])
         pairs = now.join(copied, [F.col(f"h_{copied.columns.index(k)}") == F.col(quote(k)) for k in keys])
         equal = F.lit(True)
         for i, c in enumerate(copied.columns):
             equal = equal & F.col(f"h_{i}").eqNullSafe(F.col(quote(c)))
         same = pairs.where(equal).select(*[F.col(quote(k)) for k in keys])
-    for name, kind in HISTORY_COLUMNS:
-        if name not in {f.name.lower() for f in held.schema.fields}:
-            held = held.withColumn(name, F.lit(None).cast(kind))
-    is_current = F.coalesce(F.col(history.CURRENT), F.lit(True))
     kept_keys = same.select(*[F.col(quote(k)).alias(f"k_{i}") for i, k in enumerate(keys)]).withColumn("__same", F.lit(True))
     marked = held.join(kept_keys, [F.col(quote(k)) == F.col(f"k_{i}") for i, k in enumerate(keys)], "left")
     gone = is_current & F.col("__same").isNull()
@@ -596,9 +598,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         net rows as for any table."""
         arrow = t.on_driver()
         if arrow is not None:
-            changes, net = arrow.changes, arrow.net
-            summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
-            counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
+            changes, counts = arrow.changes, _arrow_counts(arrow.net)
         else:
             rows = t.in_spark(self.sink.spark())
             changes = rows.changes.toArrow()
@@ -660,9 +660,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         partition_values.refuse_empty_strings(
             t.target, partition_values.string_partitions(t.target, t.table.columns),
             lambda column: pc.any(pc.and_kleene(written, pc.equal(net.column(column), ""))).as_py() or False)
-        summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
-        counts = dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
-        staged = StagedRows(t.table, t.target, _report_counts(t.report, counts))
+        staged = StagedRows(t.table, t.target, _report_counts(t.report, _arrow_counts(net)))
         if self.sink._is_empty(t.table):
             staged.appended = merges.arrow_inserts(t.table, net, marks)
         elif self.sink.merges_in_driver(t.table):
