@@ -309,3 +309,25 @@ def test_a_table_in_both_history_modes_is_refused_naming_it(make, spark):
                               "INSERT INTO orders VALUES (1)"])
     with pytest.raises(Exception, match=rf"{db}.orders is named by both soft_deletes and history"):
         run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+
+
+@pytest.mark.parametrize("mode", ["soft_deletes", "history"])
+def test_a_copy_that_retypes_a_column_of_a_kept_table_stops_and_keeps_the_table(lake, make, spark, mode):
+    """The leader changes a column's type in a way the lake cannot follow in place: the run's copy
+    of the table would have to drop the rows the table keeps (deleted rows, earlier versions),
+    whose values the new type cannot hold exactly. It stops, naming the table and the choices."""
+    pipeline = make(**{mode: ("*.orders",)})
+    db = pipeline.database
+    first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}",
+                              "CREATE TABLE orders (id INT PRIMARY KEY, item VARCHAR(16), qty INT)",
+                              "INSERT INTO orders VALUES (1, 'a', 1), (2, 'b', 2)", "UPDATE orders SET qty = 5 WHERE id = 1",
+                              "DELETE FROM orders WHERE id = 2"])
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    before = lake.read(pipeline, "orders").to_pylist()
+    pipeline.leader.run_sql([f"ALTER TABLE {db}.orders MODIFY qty VARCHAR(8)"])
+    copy = pipeline.snapshot(only=[f"{db}.orders"])
+    kept = "deleted rows" if mode == "soft_deletes" else "earlier versions"
+    with pytest.raises(Exception, match=rf"(?i){db}.orders.qty changed type from INT\w* to \w*STRING on the leader, "
+                                        rf"and {db}.orders keeps its {kept} \({mode}\).*resnapshot"):
+        run_merge(spark, pipeline.manifest_uri(copy), pipeline.secrets)
+    assert lake.read(pipeline, "orders").to_pylist() == before

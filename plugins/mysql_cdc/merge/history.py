@@ -85,6 +85,19 @@ def check_table(name: str, key_columns: Sequence[str], column_names: Sequence[st
             problem=f"{name}: columns named like those {option} adds")
 
 
+def retyped_error(name: str, column: str, have: str, want: str, soft_deletes: bool) -> FollowerSchemaError:
+    """The error of a copy that would change the type of a column of a table keeping its deleted rows
+    or its versions in a way they cannot take exactly (the kept rows hold values of the old type):
+    the copy stops rather than lose or approximate them."""
+    option, kept = ("soft_deletes", "deleted rows") if soft_deletes else ("history", "earlier versions")
+    return FollowerSchemaError(
+        f"{name}.{column} changed type from {have} to {want} on the leader, and {name} keeps its {kept} ({option}), "
+        f"whose values of {column} the new type cannot hold exactly, so the copy that follows the change stops "
+        f"before it writes; to keep them, copy the table elsewhere first; to start the table again, remove it "
+        f"from the follower (its {kept} go with it) and trigger the pipeline with conf {{\"resnapshot\": [\"{name}\"]}}",
+        problem=f"{name}.{column}: {have} -> {want}, and the table keeps its {kept}")
+
+
 def seq_number(binlog_seq: int, offset: int, row: int = 0) -> int:
     """A position's place in the pipeline's total order, as ``_valid_from_seq`` holds it."""
     return binlog_seq * 10 ** 24 + offset * 10 ** 12 + row

@@ -22,7 +22,7 @@ from ...merge.ddl_statements import added_columns, column_drops, column_renames,
 from ...merge import history, soft_deletes
 from ...merge.errors import FollowerSchemaError
 from .commit import CommitId, TableCommit
-from .tables import create_table, mark, schema_changes, spark_sql_arrow, table_columns
+from .tables import create_table, mark, retyped, schema_changes, spark_sql_arrow, table_columns
 from .types import iceberg_type
 
 if TYPE_CHECKING:
@@ -298,6 +298,11 @@ def replace_rows(sink: "IcebergSink", database: str, table_name: str, schema: pa
     change = TableCommit(table, commit_id)
     if change.done:
         return table.current_snapshot().snapshot_id
+    if keys_of_kept is not None or keys_of_versions is not None:
+        # a table made anew (below) would drop what it keeps, and its kept rows cannot take the new type
+        for column, have, want in retyped(table, schema):
+            raise history.retyped_error(name, column, str(iceberg_type(have)), str(iceberg_type(want)),
+                                        keys_of_kept is not None)
     if keys_of_kept is not None:
         rows = _with_rows_gone(table, rows, list(keys_of_kept), str(commit_id.position))
     elif keys_of_versions is not None:

@@ -102,6 +102,15 @@ def _same(have: pa.DataType, want: pa.DataType) -> bool:
     return plain.get(have, have) == plain.get(want, want)
 
 
+def retyped(table: "Table", schema: pa.Schema) -> list[tuple[str, pa.DataType, pa.DataType]]:
+    """The table's columns whose type ``schema`` changes in a way Iceberg cannot make in place:
+    (the table's name of it, its type, the new type)."""
+    have = table_columns(table)
+    return [(found[0], found[1], field.type) for field in schema
+            if (found := have.get(field.name.lower())) is not None
+            and not _same(found[1], field.type) and not _wider(found[1], field.type)]
+
+
 def schema_changes(table: "Table", schema: pa.Schema, name: str) -> list:
     """What ``update_schema`` must do for the table to take rows of ``schema``: columns added, types
     widened (a list of callables); a ``FollowerSchemaError`` naming the column and the repair for a

@@ -53,7 +53,7 @@ from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
 from . import changelog, ddl, merges, partition_values
 from .tables import (
     HISTORY_COLUMNS, MARK_COLUMNS, NOT_PORTABLE, DeltaTableRef, add_columns, create_table, follow_schema, lake_columns, leader_part,
-    overwrite, same_columns, schema_changes, quote, schema_ddl, table_exists, to_delta,
+    overwrite, same_columns, same_type, schema_changes, quote, schema_ddl, table_exists, to_delta, widens,
 )
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -464,6 +464,8 @@ class DeltaSink(Sink[DeltaTableRef]):
         applied = time.monotonic()
         data = (spark.createDataFrame([], schema_ddl(segment.columns, target.name)) if rows is None
                 else to_delta(rows, segment.columns))
+        if target.added_columns:
+            _refuse_retyped(spark, target, data)
         if target.keeps_deleted:
             data = _with_rows_gone(spark, target, data, segment.key_columns, str(segment.at))
         elif target.keeps_history:
@@ -484,6 +486,21 @@ class DeltaSink(Sink[DeltaTableRef]):
             segment.database, segment.table, segment.at, job.batch.batch_id, DONE)
         versions = {**row.versions, target.name: self.version(segment.database, segment.table)}
         self.state.write_state(StateRow(done or row.checkpoint, TablePositions(positions), versions))
+
+
+def _refuse_retyped(spark: SparkSession, target: DeltaTableRef, copied: DataFrame) -> None:
+    """A copy of a table that keeps its deleted rows or versions stops (``history.retyped_error``)
+    when it changes a column's type in a way the kept rows cannot take exactly."""
+    if not table_exists(spark, target):
+        return
+    have = {f.name.lower(): f for f in spark.read.format("delta").load(target.path).schema.fields}
+    for column in copied.schema.fields:
+        held = have.get(column.name.lower())
+        if held is None:
+            continue
+        old, new = held.dataType.simpleString(), column.dataType.simpleString()
+        if not same_type(old, new) and not widens(old, new):
+            raise history.retyped_error(target.name, held.name, old.upper(), new.upper(), target.keeps_deleted)
 
 
 def _with_rows_gone(spark: SparkSession, target: DeltaTableRef, copied: DataFrame, keys, txn: str) -> DataFrame:
