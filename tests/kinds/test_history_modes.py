@@ -267,13 +267,22 @@ def test_every_version_of_a_row_is_kept_through_crashes_truncate_and_copies(lake
     assert run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets, driver_rows).noop
     assert _versions(pipeline, lake) == versions
 
-    # a column added: the versions before it have none; the next change of a row is a version with it
-    ddl = pipeline.capture([f"USE {db}", "ALTER TABLE orders ADD COLUMN note VARCHAR(8)",
+    # a column added with a DEFAULT: the rows the leader holds get it (their current versions), the
+    # closed versions never had it; the next change of a row is a version with its own value
+    ddl = pipeline.capture([f"USE {db}", "ALTER TABLE orders ADD COLUMN note VARCHAR(8) DEFAULT 'd'",
                             "UPDATE orders SET note = 'x' WHERE id = 30"])
     run_merge(spark, pipeline.manifest_uri(ddl), pipeline.secrets, driver_rows)
-    notes = sorted(((r["id"], r["note"], r[h.CURRENT]) for r in lake.read(pipeline, "orders").to_pylist() if r["id"] == 30),
-                   key=lambda n: n[2])
-    assert notes == [(30, None, False), (30, "x", True)]
+    rows = lake.read(pipeline, "orders").to_pylist()
+    assert sorted((r["note"], r[h.CURRENT]) for r in rows if r["id"] == 30) == [("d", False), ("x", True)]
+    assert sorted((r["qty"], r["note"], r[h.CURRENT]) for r in rows if r["id"] == 1) == [
+        (1, None, False), (10, None, False), (11, "d", True)]
+    assert _verify(pipeline, lake).status == "ok"
+    # the column dropped: the table keeps it, the versions their values of it; the next version has none
+    drop = pipeline.capture([f"USE {db}", "ALTER TABLE orders DROP COLUMN note", "UPDATE orders SET qty = 4 WHERE id = 30"])
+    run_merge(spark, pipeline.manifest_uri(drop), pipeline.secrets, driver_rows)
+    notes = sorted(((r["qty"], r["note"], r[h.CURRENT]) for r in lake.read(pipeline, "orders").to_pylist()
+                    if r["id"] == 30), key=lambda n: (n[2], n[1] or ""))
+    assert notes == [(3, "d", False), (3, "x", False), (4, None, True)]
     assert _verify(pipeline, lake).status == "ok"
     current = {(v[0], v[3]) for v in _versions(pipeline, lake) if v[5]}
     assert {key for key, _ in current} == {1, 30}
@@ -296,6 +305,8 @@ def test_every_version_of_a_row_is_kept_through_crashes_truncate_and_copies(lake
     at = h.seq_number(copied.at.sequence, copied.at.offset)
     after = _versions(pipeline, lake)
     assert len(after) == len(versions) + 2, "a version for 7's new values and one for 8; none for 9"
+    assert sorted(r["note"] for r in lake.read(pipeline, "orders").to_pylist() if r["note"] is not None) == [
+        "d", "d", "x"], "the copy keeps the dropped column's values in the versions that had them"
     assert [(v[0], v[2], v[3] == at, v[4] == at, v[5]) for v in after if v[0] in (7, 8, 9)] == [
         (7, 7, False, True, False), (7, 70, True, False, True), (8, 8, True, False, True), (9, 9, False, False, True)]
     _chained(after)

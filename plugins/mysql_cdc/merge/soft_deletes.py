@@ -132,17 +132,10 @@ def marked_removed(rows: pa.Table, at: pa.Scalar | None, txn: str | None) -> pa.
 
 def live(rows: pa.Table) -> pa.Table:
     """The rows the leader holds, without the marks' columns (what verification compares)."""
+    from ..monitor.cut_checksums import plain_views
+
     mask = pc.invert(pc.fill_null(rows.column(DELETED), False))
-    return without_views(rows.select([n for n in rows.column_names if n not in COLUMNS])).filter(mask)
-
-
-def without_views(rows: pa.Table) -> pa.Table:
-    """``rows`` with string and binary views (what delta-rs's query engine gives) as plain large
-    strings and binaries, which Arrow's filter takes."""
-    plain = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
-    if any(f.type in plain for f in rows.schema):
-        rows = rows.cast(pa.schema([f.with_type(plain.get(f.type, f.type)) for f in rows.schema]))
-    return rows
+    return plain_views(rows.select([n for n in rows.column_names if n not in COLUMNS])).filter(mask)
 
 
 def reading_live(read: Callable[[str], Optional[pa.Table]], globs: Sequence[str],

@@ -204,9 +204,10 @@ class TableCommit:
         if self.table.current_snapshot() is not None:
             self._removed += [task.file for task in self.table.scan(row_filter=AlwaysTrue()).plan_files()]
 
-    def fill(self, column: str, value: pa.Scalar) -> None:
+    def fill(self, column: str, value: pa.Scalar, held_now=None) -> None:
         """Stage every row rewritten with ``value`` in ``column`` (an added column's value in the rows
-        the leader held when it added it)."""
+        the leader held when it added it); ``held_now`` (rows -> a mask): in a history mode's table,
+        the rows the leader holds (its deleted rows and earlier versions never had the column)."""
         from pyiceberg.expressions import AlwaysTrue
 
         tasks, held = self._holding(AlwaysTrue())
@@ -214,8 +215,10 @@ class TableCommit:
             return
         self._removed += [task.file for task in tasks]
         index = held.column_names.index(column)
-        self._rewritten.append(held.set_column(index, column, pa.array([value.as_py()] * held.num_rows,
-                                                                         held.schema.field(index).type)))
+        filled = pa.array([value.as_py()] * held.num_rows, held.schema.field(index).type)
+        if held_now is not None:
+            filled = pc.if_else(held_now(held), filled, held.column(index))
+        self._rewritten.append(held.set_column(index, column, filled))
 
     def rewrite(self, tasks: list) -> None:
         """Stage the rows of these scan tasks' files written again (a compaction: the same rows, in

@@ -118,7 +118,12 @@ def _with_rows_gone(table, rows: pa.Table, keys: list[str], txn: str) -> pa.Tabl
     columns = [gone.column(f.name.lower()).cast(f.type) if f.name.lower() in gone.column_names
                else pa.nulls(gone.num_rows, f.type) for f in rows.schema]
     marks = [gone.column(f.name).cast(f.type) for f in soft_deletes.FIELDS]
-    return pa.concat_tables([live, pa.table([*columns, *marks], schema=live.schema)])
+    # the columns the leader dropped that the table keeps (its deleted rows' values), as they are
+    copied = {f.name.lower() for f in rows.schema} | set(soft_deletes.COLUMNS)
+    kept = [(spelled[n], gone.column(n)) for n in gone.column_names if n not in copied]
+    gone_rows = pa.table([*columns, *marks, *(v for _, v in kept)],
+                         names=[*live.schema.names, *(name for name, _ in kept)])
+    return pa.concat_tables([live, gone_rows], promote_options="default")
 
 
 def _drop_table(r: _Replay, target: DdlTarget) -> None:
@@ -206,8 +211,9 @@ def _alter_table(r: _Replay, segment: DdlSegment) -> None:
     for old, new in column_renames(segment.statement):
         if old.lower() in have and new.lower() not in have:
             updates.append(lambda u, o=have[old.lower()][0], n=new: u.rename_column(o, n))
+    kept = r.sink.keeps_deleted(target.database, target.table) or r.sink.keeps_history(target.database, target.table)
     for dropped in column_drops(segment.statement):
-        if dropped.lower() in have:
+        if dropped.lower() in have and not kept:  # a history mode's table keeps it, its earlier values with it
             updates.append(lambda u, d=have[dropped.lower()][0]: u.delete_column(d))
     for column in added:
         if column.name.lower() not in have:
@@ -229,11 +235,12 @@ def _fill_added(r: _Replay, target: DdlTarget, table, added) -> None:
         r.record(target, table)
         return
     have = table_columns(table)
+    held_now = r.sink.held_now(target.database, target.table)
     for column in added:
         value = existing_value(column, ddl_spark_type(column))
         if value is not None:
             spelled, arrow_type = have[column.name.lower()]
-            change.fill(spelled, _literal(value, arrow_type))
+            change.fill(spelled, _literal(value, arrow_type), held_now)
     r.record(target, change.table if change.commit() is not None else mark(table, r.commit_id))
 
 
@@ -320,7 +327,8 @@ def replace_rows(sink: "IcebergSink", database: str, table_name: str, schema: pa
         table, updates = create_table(sink.catalog, database, table_name, schema, None), []
         change = TableCommit(table, commit_id)
     wanted = {f.name.lower() for f in schema}
-    dropped = [spelled for lower, (spelled, _) in table_columns(table).items() if lower not in wanted]
+    kept = keys_of_kept is not None or keys_of_versions is not None  # (a history mode's table keeps them)
+    dropped = [] if kept else [spelled for lower, (spelled, _) in table_columns(table).items() if lower not in wanted]
 
     def reshape(update) -> None:
         for column in dropped:

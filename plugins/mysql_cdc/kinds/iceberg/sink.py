@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...contracts import DONE, ChangeBatch, Checkpoint, DdlSegment, RowSegment, TableChanges, TablePosition
 from ...contracts import change_row as cr
@@ -121,6 +122,15 @@ class IcebergSink(Sink[IcebergTarget]):
         if kept:
             schema = pa.schema([*schema, *history.FIELDS])
         return schema
+
+    def held_now(self, database: str, table: str):
+        """rows -> a mask of those the leader holds, for a table of a history mode (its deleted rows,
+        its earlier versions are not); None for any other table."""
+        if self.keeps_deleted(database, table):
+            return lambda rows: pc.invert(pc.fill_null(rows.column(soft_deletes.DELETED), False))
+        if self.keeps_history(database, table):
+            return lambda rows: pc.fill_null(rows.column(history.CURRENT), True)
+        return None
 
     def change_metadata(self, table: TableChanges) -> frozenset[str]:
         soft = soft_deletes.METADATA if self.keeps_deleted(table.database, table.table) else frozenset()

@@ -53,7 +53,8 @@ from ....merge.sink import BatchJob, NetRows, SegmentWriter, Sink, TableCopy
 from . import changelog, ddl, merges, partition_values
 from .tables import (
     HISTORY_COLUMNS, MARK_COLUMNS, NOT_PORTABLE, DeltaTableRef, add_columns, create_table, follow_schema, lake_columns, leader_part,
-    overwrite, same_columns, same_type, schema_changes, quote, schema_ddl, table_exists, to_delta, widens,
+    kept_changes, overwrite, same_columns, same_type, schema_changes, quote, schema_ddl, table_exists, to_delta,
+    widens,
 )
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -316,8 +317,8 @@ class DeltaSink(Sink[DeltaTableRef]):
         ref = self.ref(changes.database, changes.table)
         if not same_columns(opened.metadata().partition_columns, ref.partition_by):
             return True
-        existing, lacks_marks = leader_part(lake_columns(opened), ref)
-        return lacks_marks or bool(schema_changes(existing, changes.columns, changes.qualified_name))
+        existing, lacks_added = leader_part(lake_columns(opened), ref)
+        return lacks_added or bool(kept_changes(schema_changes(existing, changes.columns, changes.qualified_name), ref))
 
     def _check_partition_types(self, changes: TableChanges) -> None:
         ref = self.ref(changes.database, changes.table)
@@ -522,10 +523,19 @@ def _with_rows_gone(spark: SparkSession, target: DeltaTableRef, copied: DataFram
     gone = held.join(copied.select(*[quote(k) for k in keys]), list(keys), "left_anti")
     was_live = ~F.coalesce(F.col(deleted), F.lit(False))
     return live.unionByName(gone.select(
-        *[(F.col(quote(f.name)) if f.name.lower() in have else F.lit(None)).cast(f.dataType).alias(f.name)
-          for f in copied.schema.fields],
+        *_copy_columns(held, copied, types),
         F.lit(True).alias(deleted), F.when(was_live, F.lit(None).cast("timestamp")).otherwise(F.col(at)).alias(at),
-        F.when(was_live, F.lit(txn)).otherwise(F.col(by)).alias(by)))
+        F.when(was_live, F.lit(txn)).otherwise(F.col(by)).alias(by)), allowMissingColumns=True)
+
+
+def _copy_columns(held: DataFrame, copied: DataFrame, added: dict) -> list:
+    """The table's rows (``held``) in the copy's columns (a column they lack NULL), then the columns
+    the leader dropped that a history mode's table keeps (``tables.kept_changes``), as they are."""
+    have = {f.name.lower() for f in held.schema.fields}
+    names = {f.name.lower() for f in copied.schema.fields}
+    return [*((F.col(quote(f.name)) if f.name.lower() in have else F.lit(None)).cast(f.dataType).alias(f.name)
+              for f in copied.schema.fields),
+            *(F.col(quote(f.name)) for f in held.schema.fields if f.name.lower() not in names and f.name not in added)]
 
 
 def _with_versions(spark: SparkSession, target: DeltaTableRef, copied: DataFrame, keys, seq: int) -> DataFrame:
@@ -562,12 +572,11 @@ def _with_versions(spark: SparkSession, target: DeltaTableRef, copied: DataFrame
     marked = held.join(kept_keys, [F.col(quote(k)) == F.col(f"k_{i}") for i, k in enumerate(keys)], "left")
     gone = is_current & F.col("__same").isNull()
     versions = marked.select(
-        *[(F.col(quote(f.name)) if f.name.lower() in have else F.lit(None)).cast(f.dataType).alias(f.name)
-          for f in copied.schema.fields],
+        *_copy_columns(held, copied, types),
         F.col(history.VALID_FROM), F.col(history.VALID_FROM_SEQ), F.col(history.VALID_TO),
         F.when(gone, from_seq).otherwise(F.col(history.VALID_TO_SEQ)).alias(history.VALID_TO_SEQ),
         (is_current & ~gone).alias(history.CURRENT))
-    return versions.unionByName(opened(copied.join(same, list(keys), "left_anti")))
+    return versions.unionByName(opened(copied.join(same, list(keys), "left_anti")), allowMissingColumns=True)
 
 
 def _refuse_empty_partition_strings(ref: DeltaTableRef, columns, rows: DataFrame) -> None:

@@ -74,7 +74,8 @@ def _alter_table(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, int
     for old, new in column_renames(segment.statement):
         rename_column(sink.spark(), ref, old, new)
     for name in column_drops(segment.statement):
-        drop_column(sink.spark(), ref, name)
+        if not ref.added_columns:  # (a history mode's table keeps it: ``tables.kept_changes``)
+            drop_column(sink.spark(), ref, name)
     added = added_columns(segment.statement)
     if added:
         _add_columns(sink, ref, added)
@@ -104,7 +105,9 @@ def _add_columns(sink: "DeltaSink", ref, columns: list[AddedColumn]) -> None:
         if value is not None:
             values[column.name] = f"CAST({value} AS {delta_type})"
     if values:
-        spark.sql(f"UPDATE {ref.sql} SET {', '.join(f'{quote(n)} = {v}' for n, v in values.items())}")
+        # (in a history mode's table, the rows the leader holds: its deleted rows and earlier versions never had them)
+        where = f" WHERE {ref.held_now}" if ref.held_now else ""
+        spark.sql(f"UPDATE {ref.sql} SET {', '.join(f'{quote(n)} = {v}' for n, v in values.items())}{where}")
 
 
 def _drop_database(sink: "DeltaSink", segment: DdlSegment, versions: dict[str, int]) -> None:

@@ -127,6 +127,14 @@ class DeltaTableRef:
         return MARK_COLUMNS if self.keeps_deleted else HISTORY_COLUMNS if self.keeps_history else ()
 
     @property
+    def held_now(self) -> str | None:
+        """A SQL predicate of the rows the leader holds, in a table that keeps others too (deleted
+        rows, earlier versions); None: every row is the leader's."""
+        if self.keeps_deleted:
+            return f"{quote(soft_deletes.DELETED)} IS NOT TRUE"
+        return f"{quote(history.CURRENT)} IS NOT FALSE" if self.keeps_history else None
+
+    @property
     def sql(self) -> str:
         return f"delta.{quote(self.path)}"
 
@@ -272,7 +280,7 @@ def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[C
     existing, lacks_added = leader_part(existing, table)
     if lacks_added:
         add_columns(spark, table)
-    changes = schema_changes(existing, columns, table.name)
+    changes = kept_changes(schema_changes(existing, columns, table.name), table)
     partitioning = partition_columns(spark, table)
     if (changes.widened or not same_columns(partitioning, table.partition_by)
             or {c.lower() for c in changes.dropped} & {c.lower() for c in partitioning}):
@@ -283,6 +291,14 @@ def follow_schema(spark: SparkSession, table: DeltaTableRef, columns: Sequence[C
     if changes.added:
         definition = ", ".join(f"{quote(c.name)} {delta_type(c, table.name)}" for c in changes.added)
         spark.sql(f"ALTER TABLE {table.sql} ADD COLUMNS ({definition})")
+
+
+def kept_changes(changes: "SchemaChanges", table: DeltaTableRef) -> "SchemaChanges":
+    """``changes`` as a table of a history mode takes them: a column the leader dropped stays (the
+    deleted rows' or earlier versions' values of it with it; the leader's rows have it NULL)."""
+    from dataclasses import replace
+
+    return replace(changes, dropped=()) if table.added_columns else changes
 
 
 def add_columns(spark: SparkSession, table: DeltaTableRef) -> None:
