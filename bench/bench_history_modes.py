@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -35,6 +33,7 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench"
 from bench_delta import capture, spark_session  # noqa: E402
 from bench_iceberg import Catalogs  # noqa: E402
 from bench_merge import DB, PIPELINE, TABLE, leader_workload, position  # noqa: E402
+from bench_servers import leader_and_follower  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.contracts import Checkpoint  # noqa: E402
 from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
@@ -42,7 +41,6 @@ from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec  # noqa: 
 from mysql_cdc.kinds.delta.options import LakeOptions  # noqa: E402
 from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
 from mysql_cdc.kinds.iceberg import follower_spec as iceberg_follower_spec  # noqa: E402
-from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 MODES = {"plain": ((), ()), "soft_deletes": (("*.*",), ()), "history": ((), ("*.*",))}
@@ -82,15 +80,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="merges of each mode, each into a fresh lake (median)")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="mysql-cdc-bench-history-"))
-    leader = MariaDBServer(work, "leader", server_id=1, binlog=True, die_with_parent=True)
-    catalog_server = MariaDBServer(work, "catalog", server_id=2, binlog=False, die_with_parent=True)
     results: dict = {"history_modes_table_rows": args.rows}
-    try:
-        leader.start()
-        catalog_server.start()
-        settings = MySQLSettings(**leader.create_user(
-            "bench_reader", "bench_pw", ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"]))
+    # the follower server holds the Iceberg catalogs
+    with leader_and_follower("mysql-cdc-bench-history-", args.keep) as servers:
+        work, leader, settings = servers.base, servers.leader, servers.leader_settings
         storage = StorageSpec(f"file://{work}/batches")
         start = position(settings)
         leader_workload(leader, args.rows)
@@ -100,7 +93,7 @@ def main() -> int:
         _, second = capture(settings, storage, middle, position(settings))
         results["history_modes_change_rows"] = args.rows // 10 + args.rows // 20 * 2
         spark = spark_session()
-        catalogs = Catalogs(catalog_server, work)
+        catalogs = Catalogs(servers.follower, work)
         for kind, secrets_of in (("delta", lambda mode: delta_secrets(work, mode, storage, start)),
                                  ("iceberg", lambda mode: iceberg_secrets(catalogs, mode, storage, start))):
             for mode in MODES:
@@ -118,11 +111,6 @@ def main() -> int:
                 results[f"{kind}_{mode}_vs_plain"] = round(results[f"{kind}_{mode}_merge_s"]
                                                            / results[f"{kind}_plain_merge_s"], 2)
         spark.stop()
-    finally:
-        catalog_server.stop()
-        leader.stop()
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(results))
     return 0
 

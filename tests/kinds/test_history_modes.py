@@ -90,6 +90,13 @@ def _leader(pipeline, *statements: str) -> list[tuple]:
         conn.close()
 
 
+def _orders_and_other(db: str, orders: str) -> list[str]:
+    """The scenarios' first batch: ``orders`` (the mode's table) with these rows, ``other`` (a plain table)."""
+    return [f"CREATE DATABASE {db}", f"USE {db}", "CREATE TABLE orders (id INT PRIMARY KEY, item VARCHAR(16), qty INT)",
+            "CREATE TABLE other (id INT PRIMARY KEY)", f"INSERT INTO orders VALUES {orders}",
+            "INSERT INTO other VALUES (1), (2)"]
+
+
 def _outside_the_binlog(pipeline, statements: list[str]) -> None:
     """Change the leader without writing the binlog (the drift a resnapshot repairs)."""
     _leader(pipeline, "SET sql_log_bin = 0", *statements)
@@ -115,11 +122,7 @@ def test_deleted_rows_stay_marked_through_deletes_truncate_copies_and_a_crash(la
                                                                                driver_rows):
     pipeline = make(soft_deletes=("*.orders",))
     db = pipeline.database
-    first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}",
-                              "CREATE TABLE orders (id INT PRIMARY KEY, item VARCHAR(16), qty INT)",
-                              "CREATE TABLE other (id INT PRIMARY KEY)",
-                              "INSERT INTO orders VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3), (4, 'd', 4)",
-                              "INSERT INTO other VALUES (1), (2)"])
+    first = pipeline.capture(_orders_and_other(db, "(1, 'a', 1), (2, 'b', 2), (3, 'c', 3), (4, 'd', 4)"))
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets, driver_rows)
     assert {k: r[DELETED] for k, r in _rows(pipeline, "orders", lake).items()} == {1: False, 2: False, 3: False, 4: False}
 
@@ -231,11 +234,7 @@ def _chained(versions: list[tuple]) -> None:
 def test_every_version_of_a_row_is_kept_through_crashes_truncate_and_copies(lake, make, spark, tmp_path, driver_rows):
     pipeline = make(history=("*.orders",))
     db = pipeline.database
-    first = pipeline.capture([f"CREATE DATABASE {db}", f"USE {db}",
-                              "CREATE TABLE orders (id INT PRIMARY KEY, item VARCHAR(16), qty INT)",
-                              "CREATE TABLE other (id INT PRIMARY KEY)",
-                              "INSERT INTO orders VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3)",
-                              "INSERT INTO other VALUES (1), (2)"])
+    first = pipeline.capture(_orders_and_other(db, "(1, 'a', 1), (2, 'b', 2), (3, 'c', 3)"))
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets, driver_rows)
     created = _versions(pipeline, lake)
     assert [(v[0], v[1], v[4], v[5]) for v in created] == [(1, "a", None, True), (2, "b", None, True),

@@ -85,6 +85,21 @@ class NetRows(Generic[Target]):
     def on_driver(self) -> ArrowRows | None:
         return self.rows if isinstance(self.rows, ArrowRows) else None
 
+    def arrow_changes(self, without_inserts: bool = False) -> "pa.Table":
+        """The change rows in Arrow: the driver's as they are, or Spark's collected to the driver
+        (``without_inserts``: all but the inserts, which a reader of deletes and key moves, such as
+        the soft-delete marks, does not need)."""
+        if isinstance(self.rows, ArrowRows):
+            return self.rows.changes
+        changes = self.rows.changes
+        if without_inserts:
+            from pyspark.sql import functions as F
+
+            from ..contracts import change_row as cr
+
+            changes = changes.where(F.col(cr.OP) != cr.INSERT)
+        return changes.toArrow()
+
     def in_spark(self, spark: "SparkSession") -> SparkRows:
         if isinstance(self.rows, SparkRows):
             return self.rows

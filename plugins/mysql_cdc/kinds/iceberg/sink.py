@@ -322,8 +322,7 @@ class IcebergSegmentWriter(SegmentWriter[IcebergTarget]):
         """A history table's versions of the segment (``history.segment_versions``) in Iceberg values:
         from its change rows on the driver, or, netted by Spark, collected (every change is a version
         to write, from here)."""
-        arrow = t.on_driver()
-        changes = arrow.changes if arrow is not None else t.in_spark(self.job.spark()).changes.toArrow()
+        changes = t.arrow_changes()
         columns, where = t.table.columns, t.table.qualified_name
         versions = history.segment_versions(changes, [c.name for c in columns], t.table.key_columns)
         keys = [c for c in columns if c.name in t.table.key_columns]
@@ -336,16 +335,8 @@ class IcebergSegmentWriter(SegmentWriter[IcebergTarget]):
                                        valued(versions.added, columns, history.COLUMNS))
 
     def _deletion_marks(self, t: NetRows[IcebergTarget]) -> pa.Table:
-        """The table's deleting events' marks (``soft_deletes.deletion_marks``): from its change rows
-        on the driver, or, netted by Spark, from the deletes and updates among them, collected."""
-        arrow = t.on_driver()
-        if arrow is not None:
-            changes = arrow.changes
-        else:
-            from pyspark.sql import functions as F
-
-            changes = t.in_spark(self.job.spark()).changes.where(F.col(cr.OP) != cr.INSERT).toArrow()
-        return soft_deletes.deletion_marks(changes, t.table.key_columns)
+        """The table's deleting events' marks (``soft_deletes.deletion_marks``)."""
+        return soft_deletes.deletion_marks(t.arrow_changes(without_inserts=True), t.table.key_columns)
 
     def commit(self, done: Checkpoint) -> dict[str, tuple[int, float]]:
         # refused before any table is written when the checkpoint is not where the segment starts

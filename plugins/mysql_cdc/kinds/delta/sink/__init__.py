@@ -623,12 +623,12 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         merged by delta-rs into a small one, by Spark's MERGE into a large one. The report counts the
         net rows as for any table."""
         arrow = t.on_driver()
+        changes = t.arrow_changes()
         if arrow is not None:
-            changes, counts = arrow.changes, _arrow_counts(arrow.net)
+            counts = _arrow_counts(arrow.net)
         else:
-            rows = t.in_spark(self.sink.spark())
-            changes = rows.changes.toArrow()
-            counts = {r[cr.NET_OP]: r["n"] for r in rows.net.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
+            net = t.in_spark(self.sink.spark()).net
+            counts = {r[cr.NET_OP]: r["n"] for r in net.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
         versions = history.segment_versions(changes, [c.name for c in t.table.columns], t.table.key_columns)
         staged = StagedRows(t.table, t.target, _report_counts(t.report, counts))
         if self.sink._is_empty(t.table):
@@ -648,14 +648,9 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         return soft_deletes.COLUMNS if t.target.keeps_deleted else ()
 
     def _deletion_marks(self, t: NetRows[DeltaTableRef]) -> pa.Table:
-        """The marks of the table's deleting events (``soft_deletes.deletion_marks``): from its change
-        rows on the driver, or, netted by Spark, from the deletes and updates among them, collected."""
-        arrow = t.on_driver()
-        if arrow is not None:
-            changes = arrow.changes
-        else:
-            changes = t.in_spark(self.sink.spark()).changes.where(F.col(cr.OP) != cr.INSERT).toArrow()
-        return soft_deletes.deletion_marks(changes, t.table.key_columns)
+        """The marks of the table's deleting events (``soft_deletes.deletion_marks``)."""
+        return soft_deletes.deletion_marks(t.arrow_changes(without_inserts=True),
+                                           t.table.key_columns)
 
     def _spark_rows(self, t: NetRows[DeltaTableRef]) -> DataFrame:
         """The net rows as a DataFrame in Delta values, with the net op and count (and the marks of a
