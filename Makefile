@@ -90,7 +90,18 @@ $(CDS_ARCHIVE): $(VENV)/.installed scripts/spark_cds.py scripts/spark_cds_warmup
 # Lake readers users run that cannot share the venv (mk/readers/*.txt say why), each in a site
 # directory of its own that the reader tests put on a separate Python process's path.
 
-readers: $(READERS_DIR)/duckdb-delta/.installed $(READERS_DIR)/duckdb-iceberg/.installed
+readers: $(READERS_DIR)/duckdb-delta/.installed $(READERS_DIR)/duckdb-iceberg/.installed \
+	$(READERS_DIR)/hive-metastore/.installed $(READERS_DIR)/trino/.installed
+
+# A Delta follower's catalog as the tests run it: Hive's metastore (pyspark's jars) on MariaDB through
+# this JDBC driver, and Trino reading the tables by name through it (mk/readers/trino.txt says why)
+$(READERS_DIR)/hive-metastore/.installed: mk/readers/hive-metastore.txt scripts/fetch_jars.py
+	$(PYTHON) scripts/fetch_jars.py $< $(@D)
+	touch $@
+
+$(READERS_DIR)/trino/.installed: mk/readers/trino.txt scripts/install_trino.sh
+	scripts/install_trino.sh $< $(@D)
+	touch $@
 
 $(READERS_DIR)/%/.installed: mk/readers/%.txt $(VENV)/.installed
 	rm -rf $(@D)/site

@@ -141,6 +141,23 @@ def s3_server(request: pytest.FixtureRequest, services_dir: Path) -> MotoS3Serve
 
 
 @pytest.fixture(scope="session")
+def hive_metastore(request: pytest.FixtureRequest, services_dir: Path, follower: MariaDBServer):
+    """Hive's Thrift metastore on a database of the session's MariaDB follower (a Delta follower's
+    catalog: ``kinds.delta.catalog``)."""
+    from services.hive_metastore import HiveMetastoreServer
+
+    return _start_managed(request, HiveMetastoreServer(services_dir, follower, die_with_parent=True))
+
+
+@pytest.fixture(scope="session")
+def trino(request: pytest.FixtureRequest, services_dir: Path, hive_metastore, s3_server: MotoS3Server):
+    """Trino with a ``delta_lake`` catalog ``lake`` on ``hive_metastore`` and the session's moto."""
+    from services.trino import TrinoServer
+
+    return _start_managed(request, TrinoServer(services_dir, hive_metastore.uri, s3_server, die_with_parent=True))
+
+
+@pytest.fixture(scope="session")
 def spark_cluster(request: pytest.FixtureRequest, services_dir: Path) -> SparkStandaloneCluster:
     """A real Spark standalone cluster (master + worker from pyspark's distribution) on loopback."""
     return _start_managed(request, SparkStandaloneCluster(services_dir, die_with_parent=True))

@@ -12,7 +12,8 @@ table's place, the table's position not yet done), ``between_batches`` (a run's 
 its catch-up not begun), ``in_executor`` (an executor's Python worker reading the batch's
 files: the executor dies, Spark's task fails and the job with it). A lake follower's points (Delta, Iceberg): ``between_tables`` (a table of a
 segment committed: its tables commit concurrently, so others may be committed or under way), ``before_checkpoint`` (every table committed, the checkpoint
-not). Snapshot copy points: ``copy_planned`` (the
+not), ``before_catalog_sync`` (a Delta follower with a catalog: the checkpoint moved, the catalog's
+entries not yet synced to it). Snapshot copy points: ``copy_planned`` (the
 plan written, no chunk copied), ``copy_after_chunk`` (one chunk's record written),
 ``copy_before_manifest`` (every chunk and catch-up written, the manifest not). ``<point>@<n>``
 crashes the n-th time the process reaches the point (``between_tables@3``: after a segment's third
@@ -27,7 +28,7 @@ import threading
 
 CRASH_ENV = "MYSQL_CDC_CRASH_AT"
 CRASH_POINTS = ("after_staging", "before_commit", "after_ddl", "before_swap", "after_swap", "between_batches",
-                "in_executor", "between_tables", "before_checkpoint", "copy_planned",
+                "in_executor", "between_tables", "before_checkpoint", "before_catalog_sync", "copy_planned",
                 "copy_after_chunk", "copy_before_manifest")
 
 

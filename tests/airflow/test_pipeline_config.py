@@ -196,7 +196,7 @@ def test_a_delta_lake_follower_instead_of_a_connection(tmp_path):
         "delta", "s3://lake/mysql")
     assert config.follower_config == {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "aws_default",
                                       "changelog": [], "features": "standard", "partition_by": {},
-                                      "soft_deletes": [], "history": []}
+                                      "soft_deletes": [], "history": [], "catalog": None}
     assert (config.maintenance.schedule, config.maintenance.retain_hours) == ("@hourly", 24)
     assert config.describe_follower() == "delta at s3://lake/mysql"
 
@@ -216,6 +216,19 @@ def test_a_lake_chooses_its_table_features_and_the_merge_job_receives_them(tmp_p
     assert config.follower_config["features"] == "portable"
     # what the merge job's secrets file carries (kinds.FollowerSpec): the sink creates tables so
     assert follower_hook(config.follower_reference).spec().settings["features"] == "portable"
+
+
+def test_a_lake_names_its_catalog_and_the_merge_job_receives_it(tmp_path):
+    from mysql_cdc.hooks.follower import follower_hook
+    from mysql_cdc.kinds.delta.catalog import MetastoreRef
+    from mysql_cdc.kinds.delta.options import LakeOptions
+
+    lake = {**LAKE, "follower": {"kind": "delta", "location": f"file://{tmp_path}/lake",
+                                 "catalog": {"metastore_uri": " thrift://metastore.internal:9083 "}}}
+    (config,) = load_pipelines(write(tmp_path, lake))
+    assert config.follower_config["catalog"] == {"metastore_uri": "thrift://metastore.internal:9083"}
+    options = LakeOptions.from_json(follower_hook(config.follower_reference).spec().settings)
+    assert options.catalog == MetastoreRef("metastore.internal", 9083)
 
 
 def test_a_lake_partitions_tables_by_globs_and_the_merge_job_receives_them(tmp_path):
@@ -261,7 +274,14 @@ def test_a_lake_partitions_tables_by_globs_and_the_merge_job_receives_them(tmp_p
      "field 'follower': database: 'a-b' is not a plain name"),
     ({"follower": {"kind": "iceberg", "catalog": "lake", "conn_id": "c", "database": "d"}},
      "field 'follower': warehouse: required for an iceberg follower"),
-    ({"follower": {"kind": "delta", "location": "s3://x", "catalog": "glue"}}, "unknown key(s) ['catalog']"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "catalog": "glue"}},
+     "field 'follower': catalog: must be a mapping, such as catalog: {metastore_uri: thrift://metastore:9083}"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "catalog": {"uri": "thrift://m:9083"}}},
+     "field 'follower': catalog.uri: unknown key; the keys are metastore_uri (the Hive Metastore's Thrift address"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "catalog": {"metastore_uri": "http://m:9083"}}},
+     "field 'follower': catalog.metastore_uri: must be thrift://host:port"),
+    ({"follower": {"kind": "delta", "location": "s3://x", "catalog": {"metastore_uri": "thrift://m"}}},
+     "field 'follower': catalog.metastore_uri: must be thrift://host:port"),
     ({"follower": {"kind": "delta", "location": "gs://x"}}, "field 'follower': location:"),
     ({"maintenance": {"retain_hours": 0.5}}, "retain_hours: must be a number of hours >= 1"),
 ])

@@ -17,7 +17,7 @@ def lake_pipeline(make_pipeline, tmp_path, request):
 
     def make(flavor: str = "mariadb", s3: bool = False, changelog: tuple[str, ...] = (),
              bucket: dict | None = None, features: str = "standard", partition_by=(),
-             soft_deletes: tuple[str, ...] = (), history: tuple[str, ...] = ()) -> LakePipeline:
+             soft_deletes: tuple[str, ...] = (), history: tuple[str, ...] = (), catalog=None) -> LakePipeline:
         base = make_pipeline(flavor=flavor, start=False)
         if s3 or bucket:
             bucket = bucket or request.getfixturevalue("s3_bucket")
@@ -26,7 +26,7 @@ def lake_pipeline(make_pipeline, tmp_path, request):
             lake = StorageSpec(f"s3://{bucket['bucket']}/lake", options)
         else:
             lake = StorageSpec(f"file://{tmp_path}/lake")
-        return LakePipeline.of(base, lake, changelog, features, partition_by, soft_deletes, history).start()
+        return LakePipeline.of(base, lake, changelog, features, partition_by, soft_deletes, history, catalog).start()
 
     return make
 

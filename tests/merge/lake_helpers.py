@@ -20,6 +20,7 @@ from merge_helpers import Pipeline, _fetch, submit_job, table_names
 from spark_under_test import SPARK_LINE
 from mysql_cdc.contracts import ChangeBatch
 from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec
+from mysql_cdc.kinds.delta.catalog import MetastoreRef
 from mysql_cdc.kinds.delta.options import LakeOptions, PartitionBy
 from mysql_cdc.packaging import MAINTAIN_JOB, MERGE_JOB
 from mysql_cdc.job_secrets import JobSecrets
@@ -37,17 +38,20 @@ class LakePipeline(Pipeline):
     partition_by: PartitionBy = ()  # (db.table glob, its partition columns)
     soft_deletes: tuple[str, ...] = ()  # db.table globs of the tables that keep their deleted rows
     history: tuple[str, ...] = ()  # db.table globs of the tables that keep every version of each row
+    catalog: MetastoreRef | None = None  # the Hive Metastore the merge registers the tables in
 
     @classmethod
     def of(cls, pipeline: Pipeline, lake: StorageSpec, changelog: tuple[str, ...] = (),
            features: str = "standard", partition_by: PartitionBy = (), soft_deletes: tuple[str, ...] = (),
-           history: tuple[str, ...] = ()) -> "LakePipeline":
+           history: tuple[str, ...] = (), catalog: MetastoreRef | None = None) -> "LakePipeline":
         return cls(**{f.name: getattr(pipeline, f.name) for f in fields(Pipeline)}, lake=lake, changelog=changelog,
-                   features=features, partition_by=partition_by, soft_deletes=soft_deletes, history=history)
+                   features=features, partition_by=partition_by, soft_deletes=soft_deletes, history=history,
+                   catalog=catalog)
 
     @property
     def options(self) -> LakeOptions:
-        return LakeOptions(self.changelog, self.features, self.partition_by, self.soft_deletes, self.history)
+        return LakeOptions(self.changelog, self.features, self.partition_by, self.soft_deletes, self.history,
+                           self.catalog)
 
     @property
     def state(self) -> DeltaStateStore:

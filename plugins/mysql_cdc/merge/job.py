@@ -347,6 +347,7 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: MergeInputs,
         if plan.noop:
             log.info("batch %s ends at %s, at or before the checkpoint %s: nothing to do",
                      batch.batch_id, batch.end, checkpoint.position)
+            sink.publish(batch.pipeline)
             return summary
         ctx = _Context(BatchJob(get_spark, secrets.storage, store, batch), sink, summary, positions, driver_rows)
         sink.begin(ctx.job)  # leftovers of a crashed attempt
@@ -357,6 +358,7 @@ def run_merge(spark: SparkProvider, manifest_uri: str, secrets: MergeInputs,
             # the batch ends with transactions that touched no captured table
             sink.advance(checkpoint, plan.end)
             checkpoint = plan.end
+        sink.publish(batch.pipeline)
     summary.checkpoint = str(checkpoint.position)
     summary.seconds = round(time.monotonic() - started, 3)
     log.info("batch %s applied: checkpoint now %s (%.1f s)", batch.batch_id, checkpoint.position, summary.seconds)

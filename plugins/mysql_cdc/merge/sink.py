@@ -182,6 +182,12 @@ class Sink(ABC, Generic[Target]):
         """Move the checkpoint alone (the batch ends with transactions that touched no captured
         table)."""
 
+    def publish(self, pipeline: str) -> None:
+        """Make what readers look the tables up in (a catalog) name the committed cut's tables. Called
+        after every merge of a batch, a no-op replay included: a crash after the checkpoint moved
+        and before this ran is repaired by the retry. Nothing by default (a kind whose catalog is
+        committed with its tables)."""
+
     # -- row segments -----------------------------------------------------------------------------
 
     @abstractmethod

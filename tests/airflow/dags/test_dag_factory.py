@@ -138,7 +138,7 @@ def test_a_lake_pipeline_gets_a_maintenance_dag_and_carries_its_follower_to_ever
     assert not bag.import_errors
     assert sorted(bag.dag_ids) == ["shop_cdc", "shop_cdc_maintain", "shop_cdc_verify"]
     follower = {"kind": "delta", "location": "s3://lake/mysql", "aws_conn_id": "lake_aws", "changelog": [],
-                "features": "standard", "partition_by": {}, "soft_deletes": [], "history": []}
+                "features": "standard", "partition_by": {}, "soft_deletes": [], "history": [], "catalog": None}
     assert bag.get_dag("shop_cdc_verify").get_task("verify_follower").follower == follower
     dag = bag.get_dag("shop_cdc")
     for task_id in ("wait_for_changes", "extract_batch", "merge_batch", "check_lag"):

@@ -1,7 +1,7 @@
 """What a Delta follower's tables are, as its section of the pipelines file says (besides where
 they are): which tables get a changelog table, the table features they are created with, the
 columns each table is partitioned by, which tables keep the rows the leader deleted, and which keep
-every version of each row. One value, built from the pipelines file on the Airflow side
+every version of each row, and the catalog (a Hive Metastore) that names them. One value, built from the pipelines file on the Airflow side
 (``LakeOptions.from_config``: a ``ValueError`` naming the bad key) and handed to the merge job in
 its follower spec (``to_json``/``from_json``)."""
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Mapping
+
+from .catalog import MetastoreRef
 
 # ``features``: what the lake's tables are created with (``sink.tables.TABLE_FEATURES``)
 FEATURES = {
@@ -29,8 +31,9 @@ class LakeOptions:
     partition_by: PartitionBy = ()
     soft_deletes: tuple[str, ...] = ()  # db.table globs of the tables that keep their deleted rows
     history: tuple[str, ...] = ()  # db.table globs of the tables that keep every version of each row
+    catalog: MetastoreRef | None = None  # the Hive Metastore the merge registers the tables in (``catalog``)
 
-    KEYS = frozenset({"changelog", "features", "partition_by", "soft_deletes", "history"})
+    KEYS = frozenset({"changelog", "features", "partition_by", "soft_deletes", "history", "catalog"})
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> "LakeOptions":
@@ -40,18 +43,20 @@ class LakeOptions:
 
         return cls(_changelog(section.get("changelog", False)), _features(section.get("features", "standard")),
                    _partition_by(section.get("partition_by", {})), parse_globs(section.get("soft_deletes", False)),
-                   history.parse_globs(section.get("history", False)))
+                   history.parse_globs(section.get("history", False)), MetastoreRef.from_config(section.get("catalog")))
 
     def to_json(self) -> dict[str, Any]:
         return {"changelog": list(self.changelog), "features": self.features,
                 "partition_by": {glob: list(columns) for glob, columns in self.partition_by},
-                "soft_deletes": list(self.soft_deletes), "history": list(self.history)}
+                "soft_deletes": list(self.soft_deletes), "history": list(self.history),
+                "catalog": {"metastore_uri": self.catalog.uri} if self.catalog else None}
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> "LakeOptions":
         return cls(tuple(value.get("changelog", ())), value.get("features", "standard"),
                    tuple((glob, tuple(columns)) for glob, columns in value.get("partition_by", {}).items()),
-                   tuple(value.get("soft_deletes", ())), tuple(value.get("history", ())))
+                   tuple(value.get("soft_deletes", ())), tuple(value.get("history", ())),
+                   MetastoreRef.from_config(value.get("catalog")))
 
     def keeps_deleted(self, database: str, table: str) -> bool:
         """Whether the table keeps the rows the leader deleted (``merge.soft_deletes``)."""

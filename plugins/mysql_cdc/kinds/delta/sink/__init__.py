@@ -276,6 +276,19 @@ class DeltaSink(Sink[DeltaTableRef]):
         row = self._expect(expected)
         self.state.write_state(replace(row, checkpoint=done))
 
+    def publish(self, pipeline: str) -> None:
+        """The catalog's entries of this pipeline made the cut's tables (``kinds.delta.catalog``)."""
+        if self.options.catalog is None:
+            return
+        from ..catalog import HiveMetastore, sync
+
+        row = self.state.read_state(pipeline)
+        tables = {} if row is None else {
+            name: self.location.spark_path(self.location.table_uri(*name.split(".", 1))) for name in row.versions}
+        crash_point("before_catalog_sync")
+        with HiveMetastore(self.options.catalog) as metastore:
+            sync(metastore, pipeline, tables)
+
     # -- rows -------------------------------------------------------------------------------------
 
     def check_table(self, changes: TableChanges) -> DeltaTableRef:

@@ -1,0 +1,125 @@
+"""A real Trino on loopback: one coordinator that is its own worker, with a ``delta_lake`` catalog
+on a Hive Metastore and an S3 endpoint, the way a data team's Trino reads a Delta follower by name.
+
+Trino's server is installed by ``make readers`` into ``.local/readers/trino`` (``scripts/install_trino.sh``:
+its tarball from Maven Central, only the Delta Lake plugin kept). Trino 476 needs Java 24 or newer:
+``TRINO_JAVA_HOME``, else ``/usr/lib/jvm/temurin-25-jdk-amd64``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from .process import HOST, ServiceError, child_env, free_port, make_preexec, tail, terminate
+
+REPO = Path(__file__).resolve().parents[2]
+TRINO_HOME = REPO / ".local" / "readers" / "trino"
+JAVA_HOME = os.environ.get("TRINO_JAVA_HOME", "/usr/lib/jvm/temurin-25-jdk-amd64")
+
+
+class TrinoServer:
+    """Trino with the catalog ``catalog`` (``delta_lake``) on the metastore ``metastore_uri`` and
+    the S3 endpoint of ``s3`` (a started ``MotoS3Server``: its keys are moto's fake ones)."""
+
+    def __init__(self, base_dir: Path, metastore_uri: str, s3, catalog: str = "lake", name: str = "trino", *,
+                 die_with_parent: bool = False, start_timeout: float = 180.0) -> None:
+        self.metastore_uri, self.s3, self.catalog = metastore_uri, s3, catalog
+        self.service_dir = Path(base_dir).resolve() / name
+        self.die_with_parent = die_with_parent
+        self.start_timeout = start_timeout
+        self.host = HOST
+        self.port = 0
+        self._proc: subprocess.Popen | None = None
+
+    def _write_etc(self) -> Path:
+        etc = self.service_dir / "etc"
+        (etc / "catalog").mkdir(parents=True)
+        (etc / "config.properties").write_text(
+            f"coordinator=true\nnode-scheduler.include-coordinator=true\nhttp-server.http.port={self.port}\n"
+            f"discovery.uri=http://{self.host}:{self.port}\nquery.max-memory=512MB\n")
+        (etc / "catalog" / f"{self.catalog}.properties").write_text("\n".join([
+            "connector.name=delta_lake",
+            f"hive.metastore.uri={self.metastore_uri}",
+            "fs.native-s3.enabled=true",
+            f"s3.endpoint={self.s3.endpoint_url}",
+            f"s3.region={self.s3.region_name}",
+            "s3.path-style-access=true",
+            f"s3.aws-access-key={self.s3.aws_access_key_id}",
+            f"s3.aws-secret-key={self.s3.aws_secret_access_key}",
+            "",
+        ]))
+        return etc
+
+    def _info(self) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"http://{self.host}:{self.port}/v1/info", timeout=2) as response:
+                return json.loads(response.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+    def start(self) -> "TrinoServer":
+        if not (TRINO_HOME / "lib").is_dir():
+            raise ServiceError(f"Trino is not installed in {TRINO_HOME}: run `make readers`")
+        java = Path(JAVA_HOME) / "bin" / "java"
+        if not java.exists():
+            raise ServiceError(f"Trino needs Java 24 or newer; {java} is missing: set TRINO_JAVA_HOME")
+        if self.service_dir.exists():
+            shutil.rmtree(self.service_dir)
+        self.service_dir.mkdir(parents=True)
+        self.port = free_port()
+        etc = self._write_etc()
+        log = self.service_dir / "server.log"
+        with open(log, "ab") as out:
+            self._proc = subprocess.Popen(
+                [str(java), "-Xmx1G", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError", "-Djdk.attach.allowAttachSelf=true",
+                 "-Dnode.environment=test", "-Dnode.id=mysql-cdc-test", f"-Dnode.data-dir={self.service_dir / 'data'}",
+                 f"-Dconfig={etc / 'config.properties'}", f"-Dcatalog.config-dir={etc / 'catalog'}",
+                 f"-Dplugin.dir={TRINO_HOME / 'plugin'}", "-cp", f"{TRINO_HOME / 'lib'}/*", "io.trino.server.TrinoServer"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.service_dir,
+                env=child_env(str(self.service_dir)), start_new_session=True,
+                preexec_fn=make_preexec(self.die_with_parent), close_fds=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                break
+            info = self._info()
+            if info is not None and not info.get("starting", True):
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise ServiceError(f"Trino did not start on port {self.port} within {self.start_timeout}s:\n{tail(log)}")
+
+    def query(self, sql: str) -> list[dict[str, Any]]:
+        """The rows of ``sql``, column name -> value (Trino's Python client, as a user's notebook
+        runs it)."""
+        import trino
+
+        with trino.dbapi.connect(host=self.host, port=self.port, user="mysql-cdc-test", catalog=self.catalog) as conn:
+            cursor = conn.cursor()
+            cursor.execute(sql)
+            rows = cursor.fetchall()
+            names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in rows]
+
+    def stop(self, timeout: float = 30.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            terminate(proc.pid, proc, timeout, group=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "trino", "port": self.port, "catalog": self.catalog,
+                "pid": self._proc.pid if self._proc else None, "service_dir": str(self.service_dir)}
+
+    def __enter__(self) -> "TrinoServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
