@@ -151,10 +151,12 @@ def hive_metastore(request: pytest.FixtureRequest, services_dir: Path, follower:
 
 @pytest.fixture(scope="session")
 def trino(request: pytest.FixtureRequest, services_dir: Path, hive_metastore, s3_server: MotoS3Server):
-    """Trino with a ``delta_lake`` catalog ``lake`` on ``hive_metastore`` and the session's moto."""
-    from services.trino import TrinoServer
+    """Trino with a ``delta_lake`` catalog ``lake`` on ``hive_metastore`` and the session's moto (more
+    catalogs with ``trino.create_catalog``)."""
+    from services.trino import TrinoServer, delta_catalog
 
-    return _start_managed(request, TrinoServer(services_dir, hive_metastore.uri, s3_server, die_with_parent=True))
+    return _start_managed(request, TrinoServer(services_dir, {"lake": delta_catalog(hive_metastore.uri, s3_server)},
+                                               die_with_parent=True))
 
 
 @pytest.fixture(scope="session")

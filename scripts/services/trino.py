@@ -1,8 +1,9 @@
-"""A real Trino on loopback: one coordinator that is its own worker, with a ``delta_lake`` catalog
-on a Hive Metastore and an S3 endpoint, the way a data team's Trino reads a Delta follower by name.
+"""A real Trino on loopback: one coordinator that is its own worker, with catalogs as a data team's
+Trino reads the lake followers by name: ``delta_lake`` on a Hive Metastore, ``iceberg`` on Iceberg's
+JDBC catalog, both on an S3 endpoint.
 
 Trino's server is installed by ``make readers`` into ``.local/readers/trino`` (``scripts/install_trino.sh``:
-its tarball from Maven Central, only the Delta Lake plugin kept). Trino 476 needs Java 24 or newer:
+its tarball from Maven Central, only the Delta Lake and Iceberg plugins kept). Trino 476 needs Java 24 or newer:
 ``TRINO_JAVA_HOME``, else ``/usr/lib/jvm/temurin-25-jdk-amd64``.
 """
 
@@ -25,13 +26,36 @@ TRINO_HOME = REPO / ".local" / "readers" / "trino"
 JAVA_HOME = os.environ.get("TRINO_JAVA_HOME", "/usr/lib/jvm/temurin-25-jdk-amd64")
 
 
-class TrinoServer:
-    """Trino with the catalog ``catalog`` (``delta_lake``) on the metastore ``metastore_uri`` and
-    the S3 endpoint of ``s3`` (a started ``MotoS3Server``: its keys are moto's fake ones)."""
+def delta_catalog(metastore_uri: str, s3) -> dict[str, str]:
+    """A ``delta_lake`` catalog on a Hive Metastore and the S3 endpoint of ``s3`` (a started
+    ``MotoS3Server``: its keys are moto's fake ones)."""
+    return {"connector.name": "delta_lake", "hive.metastore.uri": metastore_uri, **_s3(s3)}
 
-    def __init__(self, base_dir: Path, metastore_uri: str, s3, catalog: str = "lake", name: str = "trino", *,
+
+def iceberg_jdbc_catalog(name: str, server, database: str, warehouse: str, s3) -> dict[str, str]:
+    """An ``iceberg`` catalog on Iceberg's JDBC catalog ``name`` in ``database`` of ``server`` (a
+    ``MySQLSettings``), its tables' files on the S3 endpoint of ``s3``."""
+    return {"connector.name": "iceberg", "iceberg.catalog.type": "jdbc",
+            "iceberg.jdbc-catalog.catalog-name": name, "iceberg.jdbc-catalog.driver-class": "org.mariadb.jdbc.Driver",
+            "iceberg.jdbc-catalog.connection-url": f"jdbc:mariadb://{server.host}:{server.port}/{database}",
+            "iceberg.jdbc-catalog.connection-user": server.user,
+            "iceberg.jdbc-catalog.connection-password": server.password,
+            "iceberg.jdbc-catalog.default-warehouse-dir": warehouse, **_s3(s3)}
+
+
+def _s3(s3) -> dict[str, str]:
+    return {"fs.native-s3.enabled": "true", "s3.endpoint": s3.endpoint_url, "s3.region": s3.region_name,
+            "s3.path-style-access": "true", "s3.aws-access-key": s3.aws_access_key_id,
+            "s3.aws-secret-key": s3.aws_secret_access_key}
+
+
+class TrinoServer:
+    """Trino with the catalogs ``catalogs`` (name -> its properties, ``connector.name`` among them);
+    more are added while it runs with ``create_catalog`` (Trino's dynamic catalog management)."""
+
+    def __init__(self, base_dir: Path, catalogs: dict[str, dict[str, str]], name: str = "trino", *,
                  die_with_parent: bool = False, start_timeout: float = 180.0) -> None:
-        self.metastore_uri, self.s3, self.catalog = metastore_uri, s3, catalog
+        self.catalogs = catalogs
         self.service_dir = Path(base_dir).resolve() / name
         self.die_with_parent = die_with_parent
         self.start_timeout = start_timeout
@@ -44,19 +68,16 @@ class TrinoServer:
         (etc / "catalog").mkdir(parents=True)
         (etc / "config.properties").write_text(
             f"coordinator=true\nnode-scheduler.include-coordinator=true\nhttp-server.http.port={self.port}\n"
-            f"discovery.uri=http://{self.host}:{self.port}\nquery.max-memory=512MB\n")
-        (etc / "catalog" / f"{self.catalog}.properties").write_text("\n".join([
-            "connector.name=delta_lake",
-            f"hive.metastore.uri={self.metastore_uri}",
-            "fs.native-s3.enabled=true",
-            f"s3.endpoint={self.s3.endpoint_url}",
-            f"s3.region={self.s3.region_name}",
-            "s3.path-style-access=true",
-            f"s3.aws-access-key={self.s3.aws_access_key_id}",
-            f"s3.aws-secret-key={self.s3.aws_secret_access_key}",
-            "",
-        ]))
+            f"discovery.uri=http://{self.host}:{self.port}\nquery.max-memory=512MB\ncatalog.management=dynamic\n")
+        for catalog, properties in self.catalogs.items():
+            (etc / "catalog" / f"{catalog}.properties").write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
         return etc
+
+    def create_catalog(self, name: str, properties: dict[str, str]) -> None:
+        """``CREATE CATALOG`` while the server runs (what ``catalogs`` does at start)."""
+        connector = properties["connector.name"]
+        options = ", ".join(f"\"{k}\" = '{v}'" for k, v in properties.items() if k != "connector.name")
+        self.query(f"CREATE CATALOG {name} USING {connector} WITH ({options})")
 
     def _info(self) -> dict[str, Any] | None:
         try:
@@ -102,11 +123,11 @@ class TrinoServer:
         runs it)."""
         import trino
 
-        with trino.dbapi.connect(host=self.host, port=self.port, user="mysql-cdc-test", catalog=self.catalog) as conn:
+        with trino.dbapi.connect(host=self.host, port=self.port, user="mysql-cdc-test") as conn:
             cursor = conn.cursor()
             cursor.execute(sql)
             rows = cursor.fetchall()
-            names = [d[0] for d in cursor.description]
+            names = [d[0] for d in cursor.description or ()]  # none: a statement without a result
         return [dict(zip(names, row)) for row in rows]
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -115,7 +136,7 @@ class TrinoServer:
             terminate(proc.pid, proc, timeout, group=True)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "trino", "port": self.port, "catalog": self.catalog,
+        return {"kind": "trino", "port": self.port, "catalogs": sorted(self.catalogs),
                 "pid": self._proc.pid if self._proc else None, "service_dir": str(self.service_dir)}
 
     def __enter__(self) -> "TrinoServer":
