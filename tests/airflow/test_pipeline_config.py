@@ -229,6 +229,8 @@ def test_a_lake_names_its_catalog_and_the_merge_job_receives_it(tmp_path):
     assert config.follower_config["catalog"] == {"metastore_uri": "thrift://metastore.internal:9083"}
     options = LakeOptions.from_json(follower_hook(config.follower_reference).spec().settings)
     assert options.catalog == MetastoreRef("metastore.internal", 9083)
+    assert config.describe_follower() == (f"delta at file://{tmp_path}/lake, named in the Hive Metastore "
+                                          "thrift://metastore.internal:9083")
 
 
 def test_a_lake_partitions_tables_by_globs_and_the_merge_job_receives_them(tmp_path):

@@ -13,7 +13,8 @@ consistent cut, ``state.cut``). ``docs/lakehouse.md`` is the user's page.
 
 The pipelines file names it ``follower: {kind: delta, location: s3://bucket/lake, changelog: [...],
 features: standard|portable, partition_by: {db.table glob: [columns]}, soft_deletes: [...], history:
-[...]}`` (``options``; the history modes: ``merge.soft_deletes``, ``merge.history``).
+[...], catalog: {metastore_uri: thrift://host:9083}}`` (``options``; the history modes:
+``merge.soft_deletes``, ``merge.history``; the tables by name in a Hive Metastore: ``catalog``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ class DeltaKind(FollowerKind):
                 **LakeOptions.from_config(section).to_json()}
 
     def describe(self, reference: Mapping[str, Any]) -> str:
-        return f"{self.name} at {reference['location']}"
+        catalog = reference.get("catalog")
+        named = f", named in the Hive Metastore {catalog['metastore_uri']}" if catalog else ""
+        return f"{self.name} at {reference['location']}{named}"
 
     def table_uri(self, reference: Mapping[str, Any], table: str) -> str:
         return f"{reference['location'].rstrip('/')}/{table.replace('.', '/', 1)}"
