@@ -157,3 +157,31 @@ def test_a_table_made_before_portable_is_refused_by_name_and_a_resnapshot_repair
         uri = LakeLocation(pipeline.lake).table_uri(db, table)
         assert reader_rows(polars_read_delta(uri), leader_columns(pipeline.leader, db, table)) == \
             leader_rows(pipeline.leader, db, table)
+
+
+@pytest.mark.parametrize("mode", ["soft_deletes", "history"])
+def test_each_reader_opens_a_portable_table_that_keeps_deleted_rows_or_versions(lake_pipeline, spark, tmp_path, mode):
+    """A ``soft_deletes`` or ``history`` table (``merge.soft_deletes``, ``merge.history``) of a
+    ``portable`` lake, read by every reader: its live rows (current versions) are the leader's, and
+    the rows the leader deleted (closed versions) are there, with their marks."""
+    pipeline = lake_pipeline(features="portable", **{mode: ("*.owner",)})
+    db = pipeline.database
+    for statements in (first_statements(db), later_statements(db)):
+        run_merge(spark, pipeline.manifest_uri(pipeline.capture(statements)), pipeline.secrets)
+    uri = LakeLocation(pipeline.lake).table_uri(db, "owner")
+    columns, expected = leader_columns(pipeline.leader, db, "owner"), leader_rows(pipeline.leader, db, "owner")
+    for name, read in READERS.items():
+        rows = read(uri, tmp_path)
+        if mode == "soft_deletes":
+            live = [r for r in rows if r["_deleted"] is False]
+            gone = [r for r in rows if r["_deleted"] is True]
+            # id 2 deleted, id 3 moved to 30: both kept, marked with the deleting transaction
+            assert sorted(r["id"] for r in gone) == [2, 3], name
+            assert all(r["_deleted_at"] is not None and ":" in r["_deleted_txn"] for r in gone), name
+        else:
+            live = [r for r in rows if r["_current"] is True]
+            closed = [r for r in rows if r["_current"] is False]
+            # id 1 updated twice, 2 deleted, 3 moved to 30: their earlier versions closed
+            assert {r["id"] for r in closed} == {1, 2, 3}, name
+            assert all(r["_valid_to"] is not None and r["_valid_to_seq"] > r["_valid_from_seq"] for r in closed), name
+        assert reader_rows(live, columns) == expected, f"{name} read {db}.owner"
