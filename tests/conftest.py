@@ -68,7 +68,7 @@ LONG_FILES = (
     "tests/airflow/deployed/test_deployed_continuous.py",     # ~190 s
     "tests/airflow/dags/test_cluster_run.py",                 # ~170 s
     "tests/kinds/delta/test_lake_readers.py",                 # ~150 s
-    "tests/kinds/delta/test_delta_catalog.py",                # ~140 s, a metastore and Trino started
+    "tests/kinds/test_catalogs.py",                           # ~170 s, a metastore and Trino started
     "tests/airflow/dags/test_lake_verify_runs.py",            # ~120 s
 )
 CONFORMANCE_SUITE = "tests/kinds/test_sink_contract.py"

@@ -159,29 +159,35 @@ def test_a_table_made_before_portable_is_refused_by_name_and_a_resnapshot_repair
             leader_rows(pipeline.leader, db, table)
 
 
-@pytest.mark.parametrize("mode", ["soft_deletes", "history"])
-def test_each_reader_opens_a_portable_table_that_keeps_deleted_rows_or_versions(lake_pipeline, spark, tmp_path, mode):
-    """A ``soft_deletes`` or ``history`` table (``merge.soft_deletes``, ``merge.history``) of a
-    ``portable`` lake, read by every reader: its live rows (current versions) are the leader's, and
-    the rows the leader deleted (closed versions) are there, with their marks."""
-    pipeline = lake_pipeline(features="portable", **{mode: ("*.owner",)})
+
+def test_each_reader_opens_a_portable_lakes_tables_that_keep_deleted_rows_and_versions(lake_pipeline, spark, tmp_path):
+    """A ``soft_deletes`` table and a ``history`` table (``merge.soft_deletes``, ``merge.history``) of a
+    ``portable`` lake, read by every reader: the live rows and the current versions are the leader's,
+    and the rows the leader deleted and the closed versions are there, with their marks."""
+    pipeline = lake_pipeline(features="portable", soft_deletes=("*.kept",), history=("*.versioned",))
     db = pipeline.database
-    for statements in (first_statements(db), later_statements(db)):
+    tables = ("kept", "versioned")
+    first = [f"CREATE DATABASE {db}", f"USE {db}"] + [
+        statement for t in tables for statement in (
+            f"CREATE TABLE {t} (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(10,2), at DATETIME(6))",
+            f"INSERT INTO {t} VALUES (1, 'a', 1.5, '2026-01-01 10:00:00.25'), (2, 'b', 2, NULL), (3, 'c', -3, NULL)")]
+    # id 1 updated twice, 2 deleted, 3 moved to 30
+    later = [f"USE {db}"] + [statement for t in tables for statement in (
+        f"UPDATE {t} SET name = 'a2' WHERE id = 1", f"UPDATE {t} SET amount = 9 WHERE id = 1",
+        f"DELETE FROM {t} WHERE id = 2", f"UPDATE {t} SET id = 30 WHERE id = 3")]
+    for statements in (first, later):
         run_merge(spark, pipeline.manifest_uri(pipeline.capture(statements)), pipeline.secrets)
-    uri = LakeLocation(pipeline.lake).table_uri(db, "owner")
-    columns, expected = leader_columns(pipeline.leader, db, "owner"), leader_rows(pipeline.leader, db, "owner")
+    location = LakeLocation(pipeline.lake)
     for name, read in READERS.items():
-        rows = read(uri, tmp_path)
-        if mode == "soft_deletes":
-            live = [r for r in rows if r["_deleted"] is False]
-            gone = [r for r in rows if r["_deleted"] is True]
-            # id 2 deleted, id 3 moved to 30: both kept, marked with the deleting transaction
-            assert sorted(r["id"] for r in gone) == [2, 3], name
-            assert all(r["_deleted_at"] is not None and ":" in r["_deleted_txn"] for r in gone), name
-        else:
-            live = [r for r in rows if r["_current"] is True]
-            closed = [r for r in rows if r["_current"] is False]
-            # id 1 updated twice, 2 deleted, 3 moved to 30: their earlier versions closed
-            assert {r["id"] for r in closed} == {1, 2, 3}, name
-            assert all(r["_valid_to"] is not None and r["_valid_to_seq"] > r["_valid_from_seq"] for r in closed), name
-        assert reader_rows(live, columns) == expected, f"{name} read {db}.owner"
+        kept = read(location.table_uri(db, "kept"), tmp_path)
+        gone = [r for r in kept if r["_deleted"] is True]
+        assert sorted(r["id"] for r in gone) == [2, 3], name
+        assert all(r["_deleted_at"] is not None and ":" in r["_deleted_txn"] for r in gone), name
+        versions = read(location.table_uri(db, "versioned"), tmp_path)
+        closed = [r for r in versions if r["_current"] is False]
+        assert sorted(r["id"] for r in closed) == [1, 1, 2, 3], name
+        assert all(r["_valid_to"] is not None and r["_valid_to_seq"] > r["_valid_from_seq"] for r in closed), name
+        for table, live in (("kept", [r for r in kept if r["_deleted"] is False]),
+                            ("versioned", [r for r in versions if r["_current"] is True])):
+            columns = leader_columns(pipeline.leader, db, table)
+            assert reader_rows(live, columns) == leader_rows(pipeline.leader, db, table), f"{name} read {db}.{table}"

@@ -47,26 +47,3 @@ def test_each_reader_reads_the_leaders_rows_at_the_cut(iceberg_pipeline, spark, 
         for reader, read in READERS.items():
             assert reader_rows(read(table, cut[f"{db}.{name}"], tmp_path), columns) == expected, f"{reader}: {db}.{name}"
 
-
-def test_trino_reads_the_tables_by_name_through_the_jdbc_catalog_latest_and_at_the_cut(iceberg_pipeline, spark, trino,
-                                                                                       s3_server):
-    """Trino 476's ``iceberg`` connector on the same JDBC catalog (its database on the MariaDB server,
-    the MariaDB driver in the plugin), as a data team's Trino is configured for it: every table by
-    name, and ``FOR VERSION AS OF`` the snapshot the cut names."""
-    from services.trino import iceberg_jdbc_catalog
-
-    pipeline = iceberg_pipeline(s3=True)
-    db = pipeline.database
-    for statements in (first_statements(db), later_statements(db)):
-        run_merge(spark, pipeline.manifest_uri(pipeline.capture(statements)), pipeline.secrets)
-    catalog = pipeline.catalog
-    name = f"ice_{db}".lower()
-    trino.create_catalog(name, iceberg_jdbc_catalog(catalog.name, catalog.server, catalog.database,
-                                                    catalog.warehouse.uri, s3_server))
-    assert {r["Table"] for r in trino.query(f"SHOW TABLES FROM {name}.{db}")} == {"owner", "pet"}
-    cut = pipeline.cut()
-    for table in ("owner", "pet"):
-        expected, columns = leader_rows(pipeline.leader, db, table), leader_columns(pipeline.leader, db, table)
-        assert reader_rows(trino.query(f"SELECT * FROM {name}.{db}.{table}"), columns) == expected, table
-        at_cut = trino.query(f"SELECT * FROM {name}.{db}.{table} FOR VERSION AS OF {cut[f'{db}.{table}']}")
-        assert reader_rows(at_cut, columns) == expected, table

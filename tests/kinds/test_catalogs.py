@@ -1,9 +1,15 @@
-"""A Delta follower's tables by name, in a real Hive Metastore (Hive's Thrift server on the session's
-MariaDB, ``hive_metastore``), read by name by the engines users run: Trino 476's ``delta_lake``
-connector (a real server, ``trino``) and Spark SQL (a real spark-submit with Hive support). The
-merge keeps the metastore equal to the consistent cut: created tables registered, renamed and dropped
-ones moved and unregistered, schema changes read from the log; a crash between the checkpoint and
-the catalog is repaired by the retry; a name the pipeline does not own is refused, naming it."""
+"""The lake followers' tables by name in a real catalog, read by name by the engines users run (one
+file, so one Trino starts).
+
+Delta: a Hive Metastore (Hive's Thrift server on the session's MariaDB, ``hive_metastore``), read by
+Trino 476's ``delta_lake`` connector (a real server, ``trino``) and Spark SQL (a real spark-submit
+with Hive support). The merge keeps the metastore equal to the consistent cut: created tables
+registered, renamed and dropped ones moved and unregistered, schema changes read from the log; a
+crash between the checkpoint and the catalog is repaired by the retry; a name the pipeline does not
+own is refused, naming it.
+
+Iceberg: its JDBC catalog, read by Trino's ``iceberg`` connector (Spark SQL by name:
+``kinds/iceberg/test_spark_reads.py``, on the lines with an Iceberg runtime)."""
 
 from __future__ import annotations
 
@@ -160,3 +166,30 @@ def test_an_unreachable_metastore_fails_the_merge_after_the_commit_naming_it(lak
     assert pipeline.catalog.uri in str(refused.value) and "metastore_uri" in str(refused.value)
     assert pipeline.checkpoint().position == batch.end
     assert_lake_equals_leader(pipeline)
+
+
+# -- Iceberg --------------------------------------------------------------------------------------
+
+
+def test_trino_reads_the_tables_by_name_through_the_jdbc_catalog_latest_and_at_the_cut(iceberg_pipeline, spark, trino,
+                                                                                       s3_server):
+    """Trino 476's ``iceberg`` connector on the same JDBC catalog (its database on the MariaDB server,
+    the MariaDB driver in the plugin), as a data team's Trino is configured for it: every table by
+    name, and ``FOR VERSION AS OF`` the snapshot the cut names."""
+    from services.trino import iceberg_jdbc_catalog
+
+    pipeline = iceberg_pipeline(s3=True)
+    db = pipeline.database
+    for statements in (first_statements(db), later_statements(db)):
+        run_merge(spark, pipeline.manifest_uri(pipeline.capture(statements)), pipeline.secrets)
+    catalog = pipeline.catalog
+    name = f"ice_{db}".lower()
+    trino.create_catalog(name, iceberg_jdbc_catalog(catalog.name, catalog.server, catalog.database,
+                                                    catalog.warehouse.uri, s3_server))
+    assert {r["Table"] for r in trino.query(f"SHOW TABLES FROM {name}.{db}")} == {"owner", "pet"}
+    cut = pipeline.cut()
+    for table in ("owner", "pet"):
+        expected, columns = leader_rows(pipeline.leader, db, table), leader_columns(pipeline.leader, db, table)
+        assert reader_rows(trino.query(f"SELECT * FROM {name}.{db}.{table}"), columns) == expected, table
+        at_cut = trino.query(f"SELECT * FROM {name}.{db}.{table} FOR VERSION AS OF {cut[f'{db}.{table}']}")
+        assert reader_rows(at_cut, columns) == expected, table
