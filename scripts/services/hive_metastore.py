@@ -13,12 +13,11 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
-from .process import HOST, ServiceError, child_env, free_port, make_preexec, tail, terminate
+from .process import HOST, ServiceError, free_port, start_java_service, terminate
 
 REPO = Path(__file__).resolve().parents[2]
 DRIVER_DIR = REPO / ".local" / "readers" / "hive-metastore"
@@ -114,23 +113,12 @@ class HiveMetastoreServer:
         self._write_conf()
         self._create_schema()
         self.port = free_port()
-        log = self.service_dir / "metastore.log"
-        with open(log, "ab") as out:
-            self._proc = subprocess.Popen(
-                ["java", "-Xmx512m", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
-                 "-cp", self._classpath(), "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.service_dir,
-                env=child_env(str(self.service_dir)), start_new_session=True,
-                preexec_fn=make_preexec(self.die_with_parent), close_fds=True)
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                break
-            if self._serving():
-                return self
-            time.sleep(0.3)
-        self.stop()
-        raise ServiceError(f"the Hive Metastore did not listen on {self.uri} within {self.start_timeout}s:\n{tail(log)}")
+        self._proc = start_java_service(
+            ["java", "-Xmx512m", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
+             "-cp", self._classpath(), "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)],
+            self.service_dir, self.service_dir / "metastore.log", self.die_with_parent, self._serving,
+            self.start_timeout, f"the Hive Metastore on {self.uri}")
+        return self
 
     def stop(self, timeout: float = 30.0) -> None:
         proc, self._proc = self._proc, None

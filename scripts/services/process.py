@@ -180,3 +180,22 @@ def spawn_on_free_port(service, spawn, log: Path, label: str) -> None:
         except PortInUse:
             if attempt == attempts:
                 raise ServiceError(f"{label}: port {service.port} in use\n{tail(log)}") from None
+
+
+def start_java_service(command: list[str], service_dir: Path, log: Path, die_with_parent: bool, ready,
+                       timeout: float, label: str) -> subprocess.Popen:
+    """Start a Java server (``command``) as a daemon of ``service_dir`` (its log ``log``) and wait
+    until ``ready()``; a server that exits or is not ready within ``timeout`` is stopped and
+    reported with its log's tail."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                cwd=service_dir, env=child_env(str(service_dir)), start_new_session=True,
+                                preexec_fn=make_preexec(die_with_parent), close_fds=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if ready():
+            return proc
+        time.sleep(0.3)
+    terminate(proc.pid, proc, 30.0, group=True)
+    raise ServiceError(f"{label} did not start within {timeout}s:\n{tail(log)}")
+

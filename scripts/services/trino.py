@@ -13,13 +13,12 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .process import HOST, ServiceError, child_env, free_port, make_preexec, tail, terminate
+from .process import HOST, ServiceError, free_port, start_java_service, terminate
 
 REPO = Path(__file__).resolve().parents[2]
 TRINO_HOME = REPO / ".local" / "readers" / "trino"
@@ -97,26 +96,18 @@ class TrinoServer:
         self.service_dir.mkdir(parents=True)
         self.port = free_port()
         etc = self._write_etc()
-        log = self.service_dir / "server.log"
-        with open(log, "ab") as out:
-            self._proc = subprocess.Popen(
-                [str(java), "-Xmx1G", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError", "-Djdk.attach.allowAttachSelf=true",
-                 "-Dnode.environment=test", "-Dnode.id=mysql-cdc-test", f"-Dnode.data-dir={self.service_dir / 'data'}",
-                 f"-Dconfig={etc / 'config.properties'}", f"-Dcatalog.config-dir={etc / 'catalog'}",
-                 f"-Dplugin.dir={TRINO_HOME / 'plugin'}", "-cp", f"{TRINO_HOME / 'lib'}/*", "io.trino.server.TrinoServer"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.service_dir,
-                env=child_env(str(self.service_dir)), start_new_session=True,
-                preexec_fn=make_preexec(self.die_with_parent), close_fds=True)
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                break
-            info = self._info()
-            if info is not None and not info.get("starting", True):
-                return self
-            time.sleep(0.5)
-        self.stop()
-        raise ServiceError(f"Trino did not start on port {self.port} within {self.start_timeout}s:\n{tail(log)}")
+        self._proc = start_java_service(
+            [str(java), "-Xmx1G", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError", "-Djdk.attach.allowAttachSelf=true",
+             "-Dnode.environment=test", "-Dnode.id=mysql-cdc-test", f"-Dnode.data-dir={self.service_dir / 'data'}",
+             f"-Dconfig={etc / 'config.properties'}", f"-Dcatalog.config-dir={etc / 'catalog'}",
+             f"-Dplugin.dir={TRINO_HOME / 'plugin'}", "-cp", f"{TRINO_HOME / 'lib'}/*", "io.trino.server.TrinoServer"],
+            self.service_dir, self.service_dir / "server.log", self.die_with_parent, self._started, self.start_timeout,
+            f"Trino on port {self.port}")
+        return self
+
+    def _started(self) -> bool:
+        info = self._info()
+        return info is not None and not info.get("starting", True)
 
     def query(self, sql: str) -> list[dict[str, Any]]:
         """The rows of ``sql``, column name -> value (Trino's Python client, as a user's notebook
