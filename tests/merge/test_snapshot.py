@@ -103,7 +103,7 @@ def test_copy_while_a_writer_changes_the_tables(make_pipeline, spark, flavor, op
                            f"INSERT IGNORE INTO {db}.chunky VALUES ({row}, 0)",
                            f"DELETE FROM {db}.chunky WHERE id = {row}"])
 
-    def write():
+    def write_workload():
         conn = leader.connect()
         # DDL too: a table that changes during its copy is copied again. A few statements, then rows
         # only: a rename or drop makes the copy list the tables again, and a copy slowed down by a
@@ -114,20 +114,34 @@ def test_copy_while_a_writer_changes_the_tables(make_pipeline, spark, flavor, op
             while not stop.is_set():
                 done = workload.run(conn, transactions=3, ddl_probability=0.05 if ddl_left > 0 else 0)
                 ddl_left -= done["ddl"]
-                with conn.cursor() as cur:
-                    cur.execute(chunky_change())
-                conn.commit()
                 stop.wait(0.01)  # a steady writer, not a flood the stream then has to carry
         finally:
             conn.close()
 
-    writer = threading.Thread(target=write)
-    writer.start()
+    def write_chunky():
+        # A writer of its own, one short transaction after another: the chunks' read views open
+        # a few milliseconds apart, and a change between two of them must be there to catch up.
+        # (Sharing the workload's loop, a slow iteration on a busy machine let all chunks open at
+        # one position now and then.)
+        conn = leader.connect()
+        try:
+            while not stop.is_set():
+                with conn.cursor() as cur:
+                    cur.execute(chunky_change())
+                conn.commit()
+                stop.wait(0.002)
+        finally:
+            conn.close()
+
+    writers = [threading.Thread(target=write_workload), threading.Thread(target=write_chunky)]
+    for writer in writers:
+        writer.start()
     try:
         batch = pipeline.snapshot(options=options)
     finally:
         stop.set()
-        writer.join()
+        for writer in writers:
+            writer.join()
     if options is CHUNKED:
         chunked = [s for s in batch.segments if len(s.chunks) > 1]
         assert chunked, "no table was copied in chunks: the test proves nothing"
