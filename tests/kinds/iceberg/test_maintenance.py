@@ -21,6 +21,11 @@ def rows_at_cut(pipeline) -> dict[str, list]:
                              .to_arrow().to_pylist())) for name, snapshot in pipeline.cut().items()}
 
 
+def delete_files(pipeline, name: str) -> int:
+    table = pipeline.catalog.open().load_table(tuple(name.split(".")))
+    return int(table.current_snapshot().summary.get("total-delete-files", "0"))
+
+
 def test_maintenance_compacts_expires_and_removes_orphans_and_never_breaks_the_cut(iceberg_pipeline, spark,
                                                                                     tmp_path):
     pipeline = iceberg_pipeline()
@@ -29,10 +34,13 @@ def test_maintenance_compacts_expires_and_removes_orphans_and_never_breaks_the_c
                               f"CREATE TABLE {db}.bag (a INT)"])
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
     for n in range(4):
-        # a new key lands in a file of its own (no file's key range holds it); a keyless table's
+        # a new key lands in a file of its own (no file's key range holds it), an updated one leaves
+        # its file through a position delete file (the table merges on read); a keyless table's
         # change rewrites the table
-        batch = pipeline.capture([f"INSERT INTO {db}.t VALUES ({n}, {n})", f"INSERT INTO {db}.bag VALUES ({n}), ({n})"])
+        batch = pipeline.capture([f"INSERT INTO {db}.t VALUES ({n}, {n})", f"UPDATE {db}.t SET v = v + 10 WHERE id < {n}",
+                                  f"INSERT INTO {db}.bag VALUES ({n}), ({n})"])
         run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert delete_files(pipeline, f"{db}.t") == 3
     pending = pipeline.capture([f"INSERT INTO {db}.t VALUES (9, 9)", f"DELETE FROM {db}.bag WHERE a = 0 LIMIT 1"])
     crashed = iceberg_submit(pipeline, pending, tmp_path / "crash", {"MYSQL_CDC_CRASH_AT": "before_checkpoint"})
     assert crashed.returncode != 0 and "MYSQL_CDC_CRASH_AT=before_checkpoint" in job_output(crashed)
@@ -46,6 +54,7 @@ def test_maintenance_compacts_expires_and_removes_orphans_and_never_breaks_the_c
     assert {name: (m.snapshots_expired, m.orphans_removed) for name, m in young.items()} == {
         f"{db}.t": (0, 0), f"{db}.bag": (0, 0)}
     assert (young[f"{db}.t"].files_before, young[f"{db}.t"].files_after) == (5, 1), young
+    assert delete_files(pipeline, f"{db}.t") == 0  # folded into the rewritten file
     assert (young[f"{db}.bag"].files_before, young[f"{db}.bag"].files_after) == (1, 1), young
     assert stray.exists()
     assert rows_at_cut(pipeline) == at_cut

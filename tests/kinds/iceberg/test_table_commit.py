@@ -42,6 +42,21 @@ def catalog(follower, s3_bucket):
     return open_catalog(follower, StorageSpec(f"s3://{s3_bucket['bucket']}/warehouse", options))
 
 
+# the two ways a keyed table's changed rows leave their files: the files rewritten, or position
+# delete files (``row_delta``; the follower creates its tables so)
+MODES = ["copy-on-write", "merge-on-read"]
+
+
+def create_keyed(catalog, name: str, mode: str, columns=None):
+    columns = columns or KEYED
+    properties = {f"write.{op}.mode": mode for op in ("delete", "update", "merge")}
+    return catalog.create_table(name, schema=iceberg_schema(columns, name), properties=properties)
+
+
+def delete_files(table) -> int:
+    return int(table.current_snapshot().summary.get("total-delete-files", "0"))
+
+
 def at(offset: int) -> BinlogPosition:
     return BinlogPosition("binlog.000001", offset)
 
@@ -71,8 +86,9 @@ def commit_keyed(catalog, name: str, rows, ops, offset: int) -> int | None:
     return change.commit()
 
 
-def test_keyed_rows_inserted_updated_deleted_and_moved_to_a_new_key(catalog):
-    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+@pytest.mark.parametrize("mode", MODES)
+def test_keyed_rows_inserted_updated_deleted_and_moved_to_a_new_key(catalog, mode):
+    create_keyed(catalog, "shop.orders", mode)
     commit_keyed(catalog, "shop.orders", [(1, "a", 1), (2, "b", 2), (3, "c", 3)], ["I", "I", "I"], 100)
     # 2 updated, 3 deleted, 1 moved to key 9 (a delete of 1 and an insert of 9), 4 new
     commit_keyed(catalog, "shop.orders", [(2, "b2", 20), (3, "c", 3), (1, "a", 1), (9, "a", 1), (4, "d", 4)],
@@ -83,21 +99,38 @@ def test_keyed_rows_inserted_updated_deleted_and_moved_to_a_new_key(catalog):
     assert (summary[SUMMARY_APP], summary[SUMMARY_POSITION]) == (APP, "binlog.000001:200")
     # one snapshot per commit (the first only adds files: Iceberg calls it an append)
     assert [s.summary.operation.value for s in table.snapshots()] == ["append", "overwrite"]
+    summary = table.current_snapshot().summary
+    if mode == "merge-on-read":  # the three old rows deleted by position in one delete file, no file removed
+        assert (summary.get("added-position-deletes"), summary.get("added-delete-files")) == ("3", "1")
+        assert summary.get("deleted-data-files") is None
+    else:
+        assert summary.get("deleted-data-files") == "1" and delete_files(table) == 0
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("keys", [3, IN_PRUNING_KEYS + 1], ids=["files-pruned-by-the-keys", "by-their-range"])
-def test_only_the_files_that_may_hold_a_changed_key_are_rewritten(catalog, keys):
+def test_only_the_files_that_may_hold_a_changed_key_are_touched(catalog, keys, mode):
     """Three files of keys [0, 3000), [3000, 6000), [6000, 9000); the changed keys all in the middle
-    file's range (a few, or more than ``In`` prunes by): the other two files stay as they are."""
-    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+    file's range (a few, or more than ``In`` prunes by): the other two files stay as they are, and
+    the middle one is rewritten (copy-on-write) or gets a delete file of the changed rows' positions
+    (merge-on-read)."""
+    create_keyed(catalog, "shop.orders", mode)
     for n, start in enumerate((0, 3000, 6000)):
         ids = range(start, start + 3000)
         commit_keyed(catalog, "shop.orders", [(i, "a", 1) for i in ids], ["I"] * 3000, 100 + n)
     before = {task.file.file_path for task in catalog.load_table("shop.orders").scan().plan_files()}
     changed = range(3000, 3000 + 2 * keys, 2)  # every other key of the middle file, from its first
     commit_keyed(catalog, "shop.orders", [(i, "b", 2) for i in changed], ["U"] * keys, 200)
-    after = {task.file.file_path for task in catalog.load_table("shop.orders").scan().plan_files()}
-    assert len(before - after) == 1  # the middle file, rewritten
+    tasks = list(catalog.load_table("shop.orders").scan().plan_files())
+    after = {task.file.file_path for task in tasks}
+    if mode == "copy-on-write":
+        assert len(before - after) == 1  # the middle file, rewritten
+    else:
+        assert before < after  # kept, the changed rows added in a file of their own
+        deleting = [task for task in tasks if task.delete_files]
+        assert len(deleting) == 1 and deleting[0].file.file_path in before
+        (delete_file,) = deleting[0].delete_files
+        assert delete_file.record_count == keys  # exactly the changed rows' positions
     expected = {(i, "b", 2) if i in set(changed) else (i, "a", 1) for i in range(9000)}
     assert set(rows_of(catalog, "shop.orders")) == expected and len(rows_of(catalog, "shop.orders")) == 9000
 
@@ -232,11 +265,12 @@ def _arrow(alias: str) -> pa.DataType:
             "duration[us]": pa.duration("us"), "date32[day]": pa.date32()}.get(alias) or pa.type_for_alias(alias)
 
 
-def test_duckdb_reads_the_committed_tables_exactly(follower, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_duckdb_reads_the_committed_tables_exactly(follower, tmp_path, mode):
     """DuckDB, a reader users run, opens the tables by their metadata (a warehouse on the local file
-    system: DuckDB's S3 access is an extension PyPI does not carry)."""
+    system: DuckDB's S3 access is an extension PyPI does not carry), position deletes applied."""
     catalog = open_catalog(follower, StorageSpec(f"file://{tmp_path}/warehouse"))
-    catalog.create_table("shop.orders", schema=iceberg_schema(KEYED, "shop.orders"))
+    create_keyed(catalog, "shop.orders", mode)
     commit_keyed(catalog, "shop.orders", [(1, "a", 1), (2, "b", 2), (3, "c", 3)], ["I", "I", "I"], 100)
     commit_keyed(catalog, "shop.orders", [(2, "b2", 20), (3, "c", 3), (9, "z", 9)], ["U", "D", "I"], 200)
     commit_typed(catalog)
@@ -247,3 +281,50 @@ def test_duckdb_reads_the_committed_tables_exactly(follower, tmp_path):
     spans = values.pop("span")
     assert typed.pop("span") == [s // dt.timedelta(microseconds=1) for s in spans]
     assert typed == values
+
+
+def test_merge_on_read_then_a_rewrite_keeps_the_deleted_rows_deleted(catalog):
+    """A change that rewrites files (here a column filled in every row, as an added column's value)
+    on a table with position deletes reads the files with their deletes applied: an updated row is
+    not brought back in its old version."""
+    create_keyed(catalog, "shop.orders", "merge-on-read")
+    commit_keyed(catalog, "shop.orders", [(1, "a", 1), (2, "b", 2), (3, "c", 3)], ["I", "I", "I"], 100)
+    commit_keyed(catalog, "shop.orders", [(2, "b2", 20), (3, "c", 3)], ["U", "D"], 200)
+    assert delete_files(catalog.load_table("shop.orders")) == 1
+    change = TableCommit(catalog.load_table("shop.orders"), CommitId(APP, at(300)))
+    change.fill("qty", pa.scalar(7, pa.int32()))
+    change.commit()
+    assert rows_of(catalog, "shop.orders") == [(1, "a", 7), (2, "b2", 7)]
+
+
+def test_compaction_folds_the_position_deletes_into_the_data_files(catalog):
+    """The maintenance job's compaction rewrites every file a delete file applies to and leaves the
+    delete files out, dangling ones (whose data file a later rewrite removed) too: the same rows,
+    no delete file, the snapshot's totals saying so."""
+    from mysql_cdc.kinds.iceberg.maintenance import _compact
+
+    create_keyed(catalog, "shop.orders", "merge-on-read")
+    commit_keyed(catalog, "shop.orders", [(i, "a", 1) for i in range(100)], ["I"] * 100, 100)
+    commit_keyed(catalog, "shop.orders", [(i, "b", 2) for i in range(0, 100, 3)], ["U"] * 34, 200)
+    # keys 0 (its updated row, in the second file) and 1 (in the first): a delete file for each
+    commit_keyed(catalog, "shop.orders", [(0, "b", 2), (1, "a", 1)], ["D", "D"], 300)
+    expected = rows_of(catalog, "shop.orders")
+    assert len(expected) == 98 and delete_files(catalog.load_table("shop.orders")) == 3
+    compacted = _compact(catalog.load_table("shop.orders"))
+    summary = compacted.current_snapshot().summary
+    assert (summary.get("total-delete-files"), summary.get("total-position-deletes"), summary.get("total-data-files"),
+            summary.get("total-records")) == ("0", "0", "1", "98")
+    assert not any(task.delete_files for task in compacted.scan().plan_files())
+    assert rows_of(catalog, "shop.orders") == expected
+    assert _compact(compacted) is compacted  # nothing left to do
+
+    # a delete file whose data file a copy-on-write change rewrote since applies to nothing: it goes too
+    commit_keyed(catalog, "shop.orders", [(2, "c", 3)], ["U"], 400)
+    change = TableCommit(catalog.load_table("shop.orders"), CommitId(APP, at(500)))
+    change.fill("sku", pa.scalar("z"))
+    change.commit()
+    dangling = catalog.load_table("shop.orders")
+    assert delete_files(dangling) == 1 and not any(task.delete_files for task in dangling.scan().plan_files())
+    expected = rows_of(catalog, "shop.orders")
+    assert len(expected) == 98 and {r[1] for r in expected} == {"z"}
+    assert delete_files(_compact(dangling)) == 0 and rows_of(catalog, "shop.orders") == expected

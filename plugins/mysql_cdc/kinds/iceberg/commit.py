@@ -11,9 +11,12 @@ binlog position the commit brings the table to (``CommitId``), as Flink's Iceber
 its checkpoint id. A retry after a crash finds the app's last position in the table's history
 (``committed_position``) and skips a table that already holds the segment.
 
-Rows are rewritten, not marked deleted (copy-on-write): a file holding a changed row is read and
-written again without it, so every Iceberg reader (pyiceberg, DuckDB, Spark, Trino) reads the
-table without applying delete files.
+A keyed table's changed rows leave their files through position delete files when the table
+merges on read (``write.merge.mode``, what the follower creates its tables with: ``row_delta``):
+only the key columns of the files that may hold a key are read. Every other change (a keyless
+table's multiset, a history or soft-delete table's closed or marked rows, a filled column, a
+compaction) rewrites the files holding the rows it changes (copy-on-write), their position deletes
+applied.
 """
 
 from __future__ import annotations
@@ -78,6 +81,8 @@ class TableCommit:
     _rewritten: list[pa.Table] = field(default_factory=list)  # the removed files' rows that stay
     _added: list[pa.Table] = field(default_factory=list)
     _schema_change: object = None  # update_schema -> None, applied in the commit (``replace``)
+    _deleted_positions: list[tuple["DataFile", pa.Array]] = field(default_factory=list)  # merge-on-read
+    _drop_delete_files: bool = False  # a compaction that rewrote every file a delete file applies to
 
     @property
     def done(self) -> bool:
@@ -101,18 +106,27 @@ class TableCommit:
         from pyiceberg.io.pyarrow import ArrowScan
         from pyiceberg.expressions import AlwaysTrue
 
-        if not self._has_files():
-            return [], None
-        tasks = list(self.table.scan(row_filter=row_filter).plan_files())
-        if any(task.delete_files for task in tasks):
-            # another writer marked rows deleted (merge-on-read): the rewrite below would keep them
-            raise RuntimeError(f"{self.table.name()}: has delete files (merge-on-read writes by another engine); "
-                               "set its write.delete.mode, write.update.mode and write.merge.mode to copy-on-write "
-                               "and rewrite its data files (Spark: CALL system.rewrite_data_files)")
+        tasks = self._planned(row_filter)
         if not tasks:
             return [], None
+        # the files' rows with their position deletes applied (the scan tasks carry them)
         rows = ArrowScan(self.table.metadata, self.table.io, self.table.schema(), AlwaysTrue()).to_table(tasks)
         return tasks, rows
+
+    def _planned(self, row_filter) -> list:
+        """The scan tasks of the files that may hold rows matching ``row_filter``, each with the
+        delete files that apply to it."""
+        from .row_delta import has_equality_deletes
+
+        if not self._has_files():
+            return []
+        tasks = list(self.table.scan(row_filter=row_filter).plan_files())
+        if has_equality_deletes(tasks):
+            # another engine's equality deletes: which rows they delete is known only by reading them all
+            raise RuntimeError(f"{self.table.name()}: has equality delete files (written by another engine); "
+                               "rewrite its data files (Spark: CALL system.rewrite_data_files) and keep other "
+                               "writers to position deletes")
+        return tasks
 
     def upsert(self, net: pa.Table, keys: Sequence[str], keep_deleted: bool = False) -> None:
         """Stage a keyed table's net rows: the rows of their keys leave the files holding them, and
@@ -122,11 +136,22 @@ class TableCommit:
         with its delete's time and transaction."""
         if not net.num_rows:
             return
+        from .row_delta import merges_on_read, positions_of
+
         keys = list(keys)
         deletes = pc.equal(net.column(cr.NET_OP), cr.DELETE)
         # the files whose statistics may hold one of the keys, by the first key column (a superset
         # for a composite key); the rows themselves are matched on every key column below
-        tasks, held = self._holding(_may_hold(net.column(keys[0]), keys[0]))
+        may_hold = _may_hold(net.column(keys[0]), keys[0])
+        if not keep_deleted and merges_on_read(self.table):
+            for task in self._planned(may_hold):
+                positions = positions_of(self.table, task, net.select(keys))
+                if len(positions):
+                    self._deleted_positions.append((task.file, positions))
+            self._added.append(net.filter(pc.invert(deletes)).select(
+                [n for n in net.column_names if not n.startswith(cr.RESERVED_PREFIX)]))
+            return
+        tasks, held = self._holding(may_hold)
         if held is not None:
             # rows of other keys stay; the rows of the net rows' keys are replaced by them
             self._removed += [task.file for task in tasks]
@@ -220,15 +245,18 @@ class TableCommit:
             filled = pc.if_else(held_now(held), filled, held.column(index))
         self._rewritten.append(held.set_column(index, column, filled))
 
-    def rewrite(self, tasks: list) -> None:
-        """Stage the rows of these scan tasks' files written again (a compaction: the same rows, in
-        files of the table's target size)."""
+    def rewrite(self, tasks: list, drop_delete_files: bool = False) -> None:
+        """Stage the rows of these scan tasks' files written again, their position deletes applied
+        (a compaction: the same rows, in files of the table's target size); ``drop_delete_files``:
+        every file a delete file applies to is among them, so the table's delete files go."""
         from pyiceberg.expressions import AlwaysTrue
         from pyiceberg.io.pyarrow import ArrowScan
 
         self._removed += [task.file for task in tasks]
-        self._rewritten.append(ArrowScan(self.table.metadata, self.table.io, self.table.schema(),
-                                         AlwaysTrue()).to_table(tasks))
+        if tasks:
+            self._rewritten.append(ArrowScan(self.table.metadata, self.table.io, self.table.schema(),
+                                             AlwaysTrue()).to_table(tasks))
+        self._drop_delete_files = drop_delete_files
 
     def replace(self, rows: pa.Table, schema_change=None) -> None:
         """Stage the table's rows replaced by ``rows`` (a copy), and ``schema_change(update_schema)``
@@ -242,8 +270,10 @@ class TableCommit:
         nothing staged). The catalog refuses it (pyiceberg's ``CommitFailedException``) when the
         table's current snapshot is no longer the one it was loaded at."""
         from pyiceberg.io.pyarrow import _dataframe_to_data_files
+        from .row_delta import RowDelta, write_position_deletes
 
-        if not self._removed and not any(t.num_rows for t in self._added) and self._schema_change is None:
+        if (not self._removed and not any(t.num_rows for t in self._added) and self._schema_change is None
+                and not self._deleted_positions and not self._drop_delete_files):
             return None
         tx = _without_retries(self.table).transaction()
         if self._schema_change is not None:
@@ -253,8 +283,9 @@ class TableCommit:
         schema = tx.table_metadata.schema()
         rows = [conform(t, schema) for t in (*self._rewritten, *self._added) if t.num_rows]
         summary = self.commit_id.summary() if self.commit_id is not None else {}
-        with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
-            overwrite.commit_uuid = write_uuid
+        delete_files = [write_position_deletes(self.table, data_file, positions, write_uuid, number)
+                        for number, (data_file, positions) in enumerate(self._deleted_positions)]
+        with RowDelta(tx, self.table.io, summary, write_uuid, delete_files, self._drop_delete_files) as overwrite:
             for data_file in self._removed:
                 overwrite.delete_data_file(data_file)
             if rows:

@@ -1,8 +1,9 @@
 """Small files, old snapshots and orphan files of an Iceberg follower, for every table of the
 pipeline's consistent cut, from the maintenance job's driver (pyiceberg; no Spark job).
 
-- compaction: every merge adds a file per table; the table's small files are rewritten into files
-  of its target size in one snapshot that changes no row.
+- compaction: every merge adds a file per table, and a position delete file per file holding a
+  changed row; the table's small files, and every file with deletes (them applied), are rewritten
+  into files of its target size in one snapshot that changes no row and holds no delete file.
 - snapshot expiry: a snapshot older than ``retain_hours`` goes only if it is an ancestor of the
   cut's snapshot: the cut, and everything committed after it (a merge past the cut, whose retry
   finds its position in them), always stay.
@@ -65,13 +66,26 @@ def _data_files(table) -> list:
 
 
 def _compact(table):
-    small = [task for task in _data_files(table) if task.file.file_size_in_bytes < SMALL_FILE_BYTES]
-    if len(small) < 2:
+    """The table's small files rewritten together, and every file a delete file applies to
+    rewritten with its deletes applied, the delete files then left out of the table (those whose
+    data files a merge rewrote since, too)."""
+    tasks = _data_files(table)
+    deleting = [task for task in tasks if task.delete_files]
+    small = [task for task in tasks if not task.delete_files and task.file.file_size_in_bytes < SMALL_FILE_BYTES]
+    rewritten = [*deleting, *(small if len(small) >= 2 else [])]
+    has_delete_files = _delete_file_count(table) > 0
+    if not rewritten and not has_delete_files:
         return table
     change = TableCommit(table, None)
-    change.rewrite(small)
+    change.rewrite(rewritten, drop_delete_files=has_delete_files)
     change.commit()
     return change.table
+
+
+def _delete_file_count(table) -> int:
+    snapshot = table.current_snapshot()
+    summary = snapshot.summary if snapshot is not None and snapshot.summary is not None else {}
+    return int(summary.get("total-delete-files", "0"))
 
 
 def _expire(table, cut_snapshot: int, cutoff: dt.datetime) -> tuple[object, int]:

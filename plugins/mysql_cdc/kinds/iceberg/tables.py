@@ -22,13 +22,15 @@ from .types import iceberg_type
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-# every table's properties: row-level changes rewrite files (copy-on-write) whatever engine makes
-# them, so no reader ever has to apply delete files, and the follower's own commits never leave one
+# every table's properties: row-level changes are position deletes (merge-on-read), whatever
+# engine makes them: an update of a row costs its key's lookup, not its file's rewrite
+# (``row_delta``); the maintenance job's compaction folds them into the data files. Format version
+# 2: version 3's deletion vectors are not written by pyiceberg.
 TABLE_PROPERTIES = {
     "format-version": "2",
-    "write.delete.mode": "copy-on-write",
-    "write.update.mode": "copy-on-write",
-    "write.merge.mode": "copy-on-write",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
     # every commit writes a metadata file: the ten latest are kept, older ones deleted by the commit
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "10",
