@@ -67,7 +67,7 @@ KEYED = (ColumnSpec("id", "int", "int32", nullable=False), ColumnSpec("sku", "va
 
 def net(columns, rows: list[tuple], ops: list[str], copies: list[int] | None = None) -> pa.Table:
     """Net rows as the merge hands them over: the table's columns, the net op and copies."""
-    schema = pa.schema([pa.field(c.name, pa.type_for_alias(c.arrow_type)) for c in columns])
+    schema = pa.schema([pa.field(c.name, _arrow(c.arrow_type)) for c in columns])
     table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
     table = to_iceberg(table, columns, "test")
     return (table.append_column(cr.NET_OP, pa.array(ops, pa.string()))
@@ -328,3 +328,32 @@ def test_compaction_folds_the_position_deletes_into_the_data_files(catalog):
     expected = rows_of(catalog, "shop.orders")
     assert len(expected) == 98 and {r[1] for r in expected} == {"z"}
     assert delete_files(_compact(dangling)) == 0 and rows_of(catalog, "shop.orders") == expected
+
+
+KEY_TYPES = (ColumnSpec("u64", "bigint unsigned", "decimal128(20, 0)", nullable=False),
+             ColumnSpec("bin", "binary(16)", "binary", nullable=False), ColumnSpec("d", "decimal(10,2)", "decimal128(10, 2)", nullable=False),
+             ColumnSpec("wall", "datetime(6)", "timestamp[us]", nullable=False), ColumnSpec("day", "date", "date32[day]", nullable=False),
+             ColumnSpec("s", "varchar", "string", nullable=False), ColumnSpec("v", "int", "int32"))
+
+
+def test_merge_on_read_finds_rows_by_a_key_of_every_key_type(catalog):
+    """A composite key of the types keys have (unsigned 64-bit, binary, decimal, datetime, date,
+    text): the updated and deleted rows' positions are found, and only theirs."""
+    create_keyed(catalog, "shop.keys", "merge-on-read", KEY_TYPES)
+    names = [c.name for c in KEY_TYPES][:-1]
+
+    def row(n: int, v: int) -> tuple:
+        return (2**64 - 1 - n, uuid.UUID(int=n).bytes, Decimal(f"{n}.25"), dt.datetime(2024, 1, 1, 0, 0, 0, n),
+                dt.date(2024, 1, 1) + dt.timedelta(days=n), f"é{n}", v)
+
+    def commit(rows, ops, offset):
+        change = TableCommit(catalog.load_table("shop.keys"), CommitId(APP, at(offset)))
+        change.upsert(net(KEY_TYPES, rows, ops), names)
+        change.commit()
+
+    commit([row(n, 0) for n in range(20)], ["I"] * 20, 100)
+    commit([row(3, 1), row(7, 1), row(11, 0)], ["U", "U", "D"], 200)
+    table = catalog.load_table("shop.keys")
+    assert table.current_snapshot().summary.get("added-position-deletes") == "3"
+    got = sorted((r["u64"], r["v"]) for r in table.scan().to_arrow().to_pylist())
+    assert got == sorted((2**64 - 1 - n, 1 if n in (3, 7) else 0) for n in range(20) if n != 11)

@@ -78,11 +78,11 @@ def positions_of(table: "Table", task: FileScanTask, keys: pa.Table) -> pa.Array
         [FileScanTask(task.file)])
     if not held.num_rows:
         return pa.array([], pa.int64())
-    indexed = held.select(names).append_column("__pos", pa.array(np.arange(held.num_rows, dtype=np.int64)))
-    # (pyarrow's join needs one type per key on both sides: the file's may be narrower than the
-    # batch's after a widening)
-    wanted = pa.table([keys.column(n).cast(indexed.schema.field(n).type) for n in names], names=names)
-    found = indexed.join(wanted, keys=names, join_type="left semi", use_threads=False)
+    # (pyarrow's join needs one type per key on both sides: the scan gives the table's current
+    # types, which the batch's keys have; cast in case a file's physical type differs)
+    indexed = pa.table([*(held.column(n).cast(keys.schema.field(n).type) for n in names),
+                        pa.array(np.arange(held.num_rows, dtype=np.int64))], names=[*names, "__pos"])
+    found = indexed.join(keys, keys=names, join_type="left semi", use_threads=False)
     positions = found.column("__pos")
     deleted = _deleted_positions(table, task)
     if deleted is not None:
