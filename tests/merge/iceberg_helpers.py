@@ -79,6 +79,15 @@ def iceberg_rows(pipeline: IcebergPipeline, database: str, table: str, snapshot_
     return Counter(tuple(_plain(v, t) for v, (_, t) in zip(row.values(), columns)) for row in arrow.to_pylist())
 
 
+def delete_by_position_in_every_file(pipeline: IcebergPipeline, name: str) -> None:
+    """``name``'s changed rows deleted by position whatever its files' size (a test's files are all
+    smaller than the 1 MiB below which the follower rewrites them instead)."""
+    from mysql_cdc.kinds.iceberg.row_delta import MIN_FILE_BYTES
+
+    with pipeline.catalog.open().load_table(tuple(name.split("."))).transaction() as tx:
+        tx.set_properties({MIN_FILE_BYTES: "0"})
+
+
 def assert_iceberg_equals_leader(pipeline: IcebergPipeline, database: str | None = None) -> None:
     """Every leader table of the database is in the cut with the same rows (as multisets) at its
     snapshot there, and the cut has no other table of it."""

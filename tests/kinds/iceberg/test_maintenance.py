@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from iceberg_helpers import assert_iceberg_equals_leader, iceberg_submit
+from iceberg_helpers import assert_iceberg_equals_leader, delete_by_position_in_every_file, iceberg_submit
 from merge_helpers import job_output
 from mysql_cdc.kinds.iceberg.maintenance import maintain_catalog
 from mysql_cdc.merge.job import run_merge
@@ -33,6 +33,7 @@ def test_maintenance_compacts_expires_and_removes_orphans_and_never_breaks_the_c
     first = pipeline.capture([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)",
                               f"CREATE TABLE {db}.bag (a INT)"])
     run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets)
+    delete_by_position_in_every_file(pipeline, f"{db}.t")
     for n in range(4):
         # a new key lands in a file of its own (no file's key range holds it), an updated one leaves
         # its file through a position delete file (the table merges on read); a keyless table's

@@ -19,6 +19,7 @@ from mysql_cdc.contracts import change_row as cr
 from mysql_cdc.kinds.iceberg.catalog import CatalogRef
 from mysql_cdc.kinds.iceberg.commit import (IN_PRUNING_KEYS, SUMMARY_APP, SUMMARY_POSITION, CommitId, TableCommit,
                                            committed_position)
+from mysql_cdc.kinds.iceberg.row_delta import MIN_FILE_BYTES
 from mysql_cdc.kinds.iceberg.types import iceberg_schema, to_iceberg
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import StorageSpec
@@ -47,9 +48,12 @@ def catalog(follower, s3_bucket):
 MODES = ["copy-on-write", "merge-on-read"]
 
 
-def create_keyed(catalog, name: str, mode: str, columns=None):
+def create_keyed(catalog, name: str, mode: str, columns=None, min_file_bytes: int = 0):
+    """A keyed table merged copy-on-write or on read; merged on read, every data file from
+    ``min_file_bytes`` up gets position deletes (0 here: these tests' files are all small)."""
     columns = columns or KEYED
     properties = {f"write.{op}.mode": mode for op in ("delete", "update", "merge")}
+    properties[MIN_FILE_BYTES] = str(min_file_bytes)
     return catalog.create_table(name, schema=iceberg_schema(columns, name), properties=properties)
 
 
@@ -357,3 +361,32 @@ def test_merge_on_read_finds_rows_by_a_key_of_every_key_type(catalog):
     assert table.current_snapshot().summary.get("added-position-deletes") == "3"
     got = sorted((r["u64"], r["v"]) for r in table.scan().to_arrow().to_pylist())
     assert got == sorted((2**64 - 1 - n, 1 if n in (3, 7) else 0) for n in range(20) if n != 11)
+
+
+def test_merge_on_read_rewrites_the_small_files_and_deletes_by_position_in_the_others(catalog):
+    """The table's ``mysql-cdc.merge-on-read.min-file-bytes``: a changed row in a file below it is
+    rewritten with its file, one in a file from it up is deleted by position."""
+    create_keyed(catalog, "shop.orders", "merge-on-read")
+    commit_keyed(catalog, "shop.orders", [(i, "a", 1) for i in range(20_000)], ["I"] * 20_000, 100)  # a large file
+    commit_keyed(catalog, "shop.orders", [(i, "a", 1) for i in range(20_000, 20_010)], ["I"] * 10, 200)  # a small one
+    sizes = {task.file.file_path: task.file.file_size_in_bytes for task in catalog.load_table("shop.orders").scan().plan_files()}
+    large, small = sorted(sizes, key=sizes.get, reverse=True)
+    with catalog.load_table("shop.orders").transaction() as tx:
+        tx.set_properties({MIN_FILE_BYTES: str(sizes[small] + 1)})
+    commit_keyed(catalog, "shop.orders", [(5, "b", 2), (20_005, "b", 2)], ["U", "U"], 300)
+    table = catalog.load_table("shop.orders")
+    tasks = {task.file.file_path: task for task in table.scan().plan_files()}
+    assert small not in tasks and large in tasks  # the small file rewritten, the large one kept
+    assert [d.record_count for d in tasks[large].delete_files] == [1]  # its row 5, by position
+    rows = rows_of(catalog, "shop.orders")
+    assert len(rows) == 20_010 and (5, "b", 2) in rows and (20_005, "b", 2) in rows
+
+
+def test_a_bad_min_file_bytes_is_refused_naming_the_table_and_property(catalog):
+    create_keyed(catalog, "shop.orders", "merge-on-read")
+    commit_keyed(catalog, "shop.orders", [(1, "a", 1)], ["I"], 100)
+    with catalog.load_table("shop.orders").transaction() as tx:
+        tx.set_properties({MIN_FILE_BYTES: "1MB"})
+    with pytest.raises(ValueError, match=r"shop\.orders: table property mysql-cdc\.merge-on-read\.min-file-bytes='1MB'"):
+        commit_keyed(catalog, "shop.orders", [(1, "b", 2)], ["U"], 200)
+    assert rows_of(catalog, "shop.orders") == [(1, "a", 1)]

@@ -103,15 +103,18 @@ class TableCommit:
         """The scan tasks of the files that may hold rows matching ``row_filter`` (by their column
         statistics), and the rows of all of them. A table without data files (just created, or
         emptied) holds none: nothing is planned or read."""
+        tasks = self._planned(row_filter)
+        return tasks, self._rows(tasks)
+
+    def _rows(self, tasks: list) -> pa.Table | None:
+        """The rows of these scan tasks' files, their position deletes applied (the tasks carry
+        them); None: no task."""
         from pyiceberg.io.pyarrow import ArrowScan
         from pyiceberg.expressions import AlwaysTrue
 
-        tasks = self._planned(row_filter)
         if not tasks:
-            return [], None
-        # the files' rows with their position deletes applied (the scan tasks carry them)
-        rows = ArrowScan(self.table.metadata, self.table.io, self.table.schema(), AlwaysTrue()).to_table(tasks)
-        return tasks, rows
+            return None
+        return ArrowScan(self.table.metadata, self.table.io, self.table.schema(), AlwaysTrue()).to_table(tasks)
 
     def _planned(self, row_filter) -> list:
         """The scan tasks of the files that may hold rows matching ``row_filter``, each with the
@@ -123,7 +126,7 @@ class TableCommit:
         tasks = list(self.table.scan(row_filter=row_filter).plan_files())
         if has_equality_deletes(tasks):
             # another engine's equality deletes: which rows they delete is known only by reading them all
-            raise RuntimeError(f"{self.table.name()}: has equality delete files (written by another engine); "
+            raise RuntimeError(f"{'.'.join(self.table.name())}: has equality delete files (written by another engine); "
                                "rewrite its data files (Spark: CALL system.rewrite_data_files) and keep other "
                                "writers to position deletes")
         return tasks
@@ -133,25 +136,32 @@ class TableCommit:
         every net row but a delete is added (an update is its key's row replaced; a key change is
         a delete of the old key and an insert of the new). ``keep_deleted`` (soft deletes: the net
         rows carry ``merge.soft_deletes.with_marks``'s columns): a deleted key's row stays, marked
-        with its delete's time and transaction."""
+        with its delete's time and transaction.
+
+        In a table that merges on read, a file of ``row_delta.min_file_bytes`` or more (1 MiB unless
+        the table's properties say otherwise) keeps its rows and gets a position delete file naming
+        the replaced ones; a smaller file is rewritten. (Measured,
+        ``docs/performance.md``: rewriting a file that small costs what its delete file costs, and a
+        delete file adds a manifest to every later commit's planning until the maintenance job folds
+        it in; the recent, small files are where most updates land.)"""
         if not net.num_rows:
             return
-        from .row_delta import merges_on_read, positions_of
+        from .row_delta import merges_on_read, min_file_bytes, positions_of
 
         keys = list(keys)
         deletes = pc.equal(net.column(cr.NET_OP), cr.DELETE)
         # the files whose statistics may hold one of the keys, by the first key column (a superset
         # for a composite key); the rows themselves are matched on every key column below
-        may_hold = _may_hold(net.column(keys[0]), keys[0])
+        tasks = self._planned(_may_hold(net.column(keys[0]), keys[0]))
         if not keep_deleted and merges_on_read(self.table):
-            for task in self._planned(may_hold):
-                positions = positions_of(self.table, task, net.select(keys))
-                if len(positions):
-                    self._deleted_positions.append((task.file, positions))
-            self._added.append(net.filter(pc.invert(deletes)).select(
-                [n for n in net.column_names if not n.startswith(cr.RESERVED_PREFIX)]))
-            return
-        tasks, held = self._holding(may_hold)
+            smallest = min_file_bytes(self.table)
+            for task in tasks:
+                if task.file.file_size_in_bytes >= smallest:
+                    positions = positions_of(self.table, task, net.select(keys))
+                    if len(positions):
+                        self._deleted_positions.append((task.file, positions))
+            tasks = [task for task in tasks if task.file.file_size_in_bytes < smallest]
+        held = self._rows(tasks)
         if held is not None:
             # rows of other keys stay; the rows of the net rows' keys are replaced by them
             self._removed += [task.file for task in tasks]

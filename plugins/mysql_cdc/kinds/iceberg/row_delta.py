@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 
 MERGE_MODE = "write.merge.mode"
 MERGE_ON_READ = "merge-on-read"
+# a table property of the follower's own: the smallest data file that gets a position delete file
+# (a smaller one is rewritten: see ``TableCommit.upsert``)
+MIN_FILE_BYTES = "mysql-cdc.merge-on-read.min-file-bytes"
+DEFAULT_MIN_FILE_BYTES = 1024 * 1024
 # Iceberg's reserved field ids of a position delete file's columns (the spec's "Position Delete Files")
 FILE_PATH_ID = 2147483546
 POS_ID = 2147483545
@@ -59,6 +63,16 @@ def merges_on_read(table: "Table") -> bool:
     ``write.merge.mode``; format version 2, the only one with position delete files pyiceberg reads
     and this module writes)."""
     return table.metadata.format_version == 2 and table.properties.get(MERGE_MODE) == MERGE_ON_READ
+
+
+def min_file_bytes(table: "Table") -> int:
+    """The smallest data file of ``table`` whose changed rows are deleted by position."""
+    value = table.properties.get(MIN_FILE_BYTES, str(DEFAULT_MIN_FILE_BYTES))
+    if not value.isdigit():
+        raise ValueError(f"{'.'.join(table.name())}: table property {MIN_FILE_BYTES}={value!r} is not a number of bytes; "
+                         f"set it to one (0: every file gets position deletes) or remove it "
+                         f"(default {DEFAULT_MIN_FILE_BYTES})")
+    return int(value)
 
 
 def has_equality_deletes(tasks: Sequence[FileScanTask]) -> bool:
