@@ -5,7 +5,8 @@ segment's keys and writes it again without those rows: spread over a large table
 updates rewrite the whole table. In merge-on-read (Iceberg's ``write.merge.mode=merge-on-read``,
 what the follower's tables are created with) only the key columns of those files are read, to find
 the rows' positions, and one small position delete file per data file names them (``file_path``,
-``pos``, as Iceberg's spec defines it); the new rows are added as a data file. Every Iceberg
+``pos``, as Iceberg's spec defines it); the new rows are added as a data file. (Files of at least
+``min_file_bytes``; a smaller file is rewritten, which costs no more: ``TableCommit.upsert``.) Every Iceberg
 reader (Spark, Trino, pyiceberg and Polars through it, DuckDB's ``iceberg``) applies them; the
 maintenance job's compaction rewrites the files that have deletes and drops the delete files.
 
