@@ -259,13 +259,10 @@ class TableCommit:
         """Stage the rows of these scan tasks' files written again, their position deletes applied
         (a compaction: the same rows, in files of the table's target size); ``drop_delete_files``:
         every file a delete file applies to is among them, so the table's delete files go."""
-        from pyiceberg.expressions import AlwaysTrue
-        from pyiceberg.io.pyarrow import ArrowScan
-
         self._removed += [task.file for task in tasks]
-        if tasks:
-            self._rewritten.append(ArrowScan(self.table.metadata, self.table.io, self.table.schema(),
-                                             AlwaysTrue()).to_table(tasks))
+        rows = self._rows(tasks)
+        if rows is not None:
+            self._rewritten.append(rows)
         self._drop_delete_files = drop_delete_files
 
     def replace(self, rows: pa.Table, schema_change=None) -> None:
@@ -285,6 +282,10 @@ class TableCommit:
         if (not self._removed and not any(t.num_rows for t in self._added) and self._schema_change is None
                 and not self._deleted_positions and not self._drop_delete_files):
             return None
+        # a file both rewritten and deleted from by position would have its replaced rows written
+        # back with the rewrite: one commit stages one of the two per file (each operation above
+        # plans the table as loaded, so two of them in one commit are not meant to meet)
+        assert not {f.file_path for f in self._removed} & {f.file_path for f, _ in self._deleted_positions}
         tx = _without_retries(self.table).transaction()
         if self._schema_change is not None:
             with tx.update_schema() as update:
