@@ -43,6 +43,16 @@ SUMMARY_APP = "mysql-cdc.app"
 SUMMARY_POSITION = "mysql-cdc.position"
 
 
+def snapshot_total(table, name: str) -> int | None:
+    """A total the table's current snapshot summary keeps (``total-data-files``,
+    ``total-delete-files``, ...): 0 for a table without snapshots, None when the summary lacks it."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return 0
+    value = snapshot.summary.get(name) if snapshot.summary is not None else None
+    return None if value is None else int(value)
+
+
 @dataclass(frozen=True)
 class CommitId:
     """What a table's commit carries in its snapshot summary: the app (``mysql-cdc/<pipeline>/<leader>``:
@@ -92,12 +102,10 @@ class TableCommit:
         return last is not None and not last < self.commit_id.position
 
     def _has_files(self) -> bool:
-        """Whether the table's current snapshot has data files (its summary counts them)."""
-        snapshot = self.table.current_snapshot()
-        if snapshot is None:
-            return False
-        total = snapshot.summary.get("total-data-files") if snapshot.summary is not None else None
-        return total is None or total != "0"
+        """Whether the table's current snapshot has data files (its summary counts them; a summary
+        without the count may have some)."""
+        total = snapshot_total(self.table, "total-data-files")
+        return total is None or total > 0
 
     def _holding(self, row_filter) -> list:
         """The scan tasks of the files that may hold rows matching ``row_filter`` (by their column

@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 
 from .catalog import CatalogRef
-from .commit import TableCommit
+from .commit import TableCommit, snapshot_total
 from .cut import read_cut
 
 log = logging.getLogger("mysql_cdc.maintenance")
@@ -73,19 +73,13 @@ def _compact(table):
     deleting = [task for task in tasks if task.delete_files]
     small = [task for task in tasks if not task.delete_files and task.file.file_size_in_bytes < SMALL_FILE_BYTES]
     rewritten = [*deleting, *(small if len(small) >= 2 else [])]
-    has_delete_files = _delete_file_count(table) > 0
+    has_delete_files = snapshot_total(table, "total-delete-files") not in (0, None)
     if not rewritten and not has_delete_files:
         return table
     change = TableCommit(table, None)
     change.rewrite(rewritten, drop_delete_files=has_delete_files)
     change.commit()
     return change.table
-
-
-def _delete_file_count(table) -> int:
-    snapshot = table.current_snapshot()
-    summary = snapshot.summary if snapshot is not None and snapshot.summary is not None else {}
-    return int(summary.get("total-delete-files", "0"))
 
 
 def _expire(table, cut_snapshot: int, cutoff: dt.datetime) -> tuple[object, int]:
