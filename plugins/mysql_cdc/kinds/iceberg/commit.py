@@ -178,7 +178,8 @@ class TableCommit:
             if keep_deleted:
                 self._rewritten.append(_marked_deleted(held, net.filter(deletes), keys))
         columns = [n for n in net.column_names if not n.startswith(cr.RESERVED_PREFIX)]
-        self._added.append(net.filter(pc.invert(deletes)).select(columns))
+        # (a filter copies every row: 7-48 ms for 800k rows, where a table's first rows have no delete)
+        self._added.append((net.filter(pc.invert(deletes)) if pc.any(deletes).as_py() else net).select(columns))
 
     def apply_history(self, versions: "SegmentVersions", keys: Sequence[str]) -> None:
         """Stage a history table's versions of the segment (``merge.history.segment_versions``, in the

@@ -60,13 +60,20 @@ def create_table(catalog, database: str, table: str, schema: pa.Schema, commit_i
     """The table, created empty (its namespace too) with a first snapshot carrying ``commit_id``
     (None: no position; a table created for its first rows, whose commit carries theirs)."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError
+    from pyiceberg.table import Table
 
     try:
         catalog.create_namespace(database)
     except NamespaceAlreadyExistsError:
         pass
-    created = catalog.create_table(identifier(database, table), schema=schema, properties=TABLE_PROPERTIES)
-    return mark(created, commit_id)
+    # the table and its first snapshot in one commit: one metadata file and one catalog row, and no
+    # moment when the table exists without the position
+    tx = catalog.create_table_transaction(identifier(database, table), schema=schema, properties=TABLE_PROPERTIES)
+    with tx.update_snapshot(snapshot_properties=commit_id.summary() if commit_id else {}).fast_append():
+        pass
+    staged = tx.commit_transaction()
+    # (what the transaction returns is the staged table, which refuses scans: the table as committed)
+    return Table(staged.name(), staged.metadata, staged.metadata_location, staged.io, staged.catalog)
 
 
 def mark(table: "Table", commit_id: CommitId | None, schema_change=None) -> "Table":
