@@ -16,7 +16,9 @@ updates, 10 % deletes, transactions across a handful of tables), and every merge
    after it go into the same tables, now holding rows, as a follower's every interval does; their
    median is the figure. After every merge each table of the lake is read with delta-rs and its
    (id, version) pairs compared with the leader's, so a fast wrong merge cannot pass.
-   ``delta_tables_growth`` = the most tables' seconds / one table's (target <= 3).
+   ``delta_tables_growth`` = the most tables' seconds / one table's (target <= 3). Beside it, on S3,
+   ``delta_tables_growth_floor``: the same ratio with the least requests any Delta writer makes per
+   table in place of the merge of the most tables (``request_floor``).
 2. ``delta_small_batch_s`` beside ``mysql_small_batch_s``: ``--small-tables`` tables x
    ``--small-rows`` change rows (50 x 20), merged into tables that hold rows, into the lake and into
    a MySQL follower (checked with ``CHECKSUM TABLE``) in the same run; ``delta_small_batch_vs_mysql``
@@ -270,6 +272,45 @@ def ddl_between(bench: Bench, tables: int, rows_per_table: int, repeat: int, one
     return result
 
 
+def request_floor(lake: StorageSpec, tables: int, one_table_seconds: float) -> dict:
+    """The least any Delta writer asks of the lake's endpoint to merge changed rows into ``tables``
+    tables, timed on it: per table, a LIST of its log (where it stands), a PUT of a data file and
+    the conditional PUT of its commit. Sent one after another over one kept-alive connection with no
+    SDK (less client work than any writer's), to a bucket of their own (a bucket's keys slow its
+    listings on moto). ``delta_tables_growth_floor`` = (one table's merge + this) / one table's:
+    the growth figure no writer gets below on this endpoint. (Concurrent requests did not shorten
+    it on moto's server: 1,000 PUTs took 1.71 s on one connection, 1.83 s on four, 1.74 s on eight.)"""
+    import http.client
+    from urllib.parse import urlparse
+
+    import boto3
+
+    endpoint = urlparse(lake.options["endpoint_url"])
+    boto3.client("s3", **lake.options).create_bucket(Bucket="bench-floor")
+    connection = http.client.HTTPConnection(endpoint.hostname, endpoint.port)
+
+    def send(method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> None:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{method} {path}: HTTP {response.status} from {lake.options['endpoint_url']}")
+
+    data, commit = b"\0" * 2048, b"{}" * 400  # a small table's data file, a commit's actions
+    started = time.monotonic()
+    for i in range(tables):
+        log_prefix = f"t{i}/_delta_log/"
+        send("GET", f"/bench-floor?list-type=2&prefix={log_prefix}")
+        send("PUT", f"/bench-floor/t{i}/part-00000.parquet", data)
+        send("PUT", f"/bench-floor/{log_prefix}00000000000000000000.json", commit, {"If-None-Match": "*"})
+    floor = time.monotonic() - started
+    result = {"delta_tables_request_floor_s": round(floor, 2),
+              "delta_tables_growth_floor": round((one_table_seconds + floor) / one_table_seconds, 2)}
+    print(f"request floor: {tables} x (LIST, PUT, conditional PUT) {floor:.2f} s: growth >= "
+          f"{result['delta_tables_growth_floor']} on this endpoint")
+    return result
+
+
 def lake_storage(where: str, batches: StorageSpec, base: Path) -> StorageSpec:
     """The lake: a bucket of its own beside the batches' (moto's server lists a bucket's keys one by
     one for every listing, so the batches' objects would slow every table's log read), or a local
@@ -308,6 +349,8 @@ def main() -> int:
             results.update(ddl_between(bench, args.small_tables, args.small_rows, args.repeat,
                                        results["delta_small_batch_s"]))
             results.update(growth(bench, counts, args.rows, args.repeat))
+            if args.lake == "s3":
+                results.update(request_floor(bench.lake, counts[-1], results[f"delta_merge_{counts[0]}_tables_seconds"]))
     results["delta_tables_bench_seconds"] = round(time.monotonic() - started, 1)
     suffix = ("_keyless" if args.keyless else "") + ("" if args.lake == "s3" else "_file_lake")
     print(json.dumps({key + suffix: value for key, value in results.items()}, sort_keys=True))
