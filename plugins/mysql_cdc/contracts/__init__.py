@@ -47,6 +47,7 @@ from .replay import (
     same_leader,
     require_checkpoint,
     table_position,
+    table_position_at,
 )
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "TablePositions",
     "snapshot_batch_id",
     "table_position",
+    "table_position_at",
     "POSITION_PATTERN",
     "MissingCheckpointError",
     "RangeGapError",

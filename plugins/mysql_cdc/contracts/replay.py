@@ -100,8 +100,14 @@ class SnapshotPendingError(ReplayError):
 
 def table_position(checkpoint: Checkpoint, positions: TablePositions, database: str, table: str) -> BinlogPosition:
     """Where the follower's copy of one table stands: its changes before this are applied."""
+    return table_position_at(checkpoint.position, positions, database, table)
+
+
+def table_position_at(position: BinlogPosition, positions: TablePositions, database: str, table: str
+                      ) -> BinlogPosition:
+    """``table_position`` when the pipeline stands at ``position``: the later of it and the table's copy."""
     copied = positions.copied_at(database, table)
-    return max(checkpoint.position, copied) if copied is not None else checkpoint.position
+    return max(position, copied) if copied is not None else position
 
 
 def _covered(segment: DdlSegment, checkpoint: Checkpoint, positions: TablePositions) -> bool:

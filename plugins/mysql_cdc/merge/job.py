@@ -39,6 +39,7 @@ from .report import MergeSummary, TableReport, segment_lines
 from ..contracts import (
     BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges,
     TablePositions, checkpoint_after_copies, plan_replay, require_checkpoint, table_position,
+    table_position_at,
 )
 from ..contracts import change_row as cr
 from ..retry_policy import describe, server_error_code
@@ -192,8 +193,7 @@ class _NetAhead:
         for i, table in enumerate(segment.tables):
             if (segment.index, i) in self._netting:
                 continue
-            copied = ctx.positions.copied_at(table.database, table.table)
-            position = max(segment.start, copied) if copied is not None else segment.start
+            position = table_position_at(segment.start, ctx.positions, table.database, table.table)
             if table.files and ctx.alone_on_driver(table) and position < segment.end:
                 item = (change_schema(table, ctx.sink.change_metadata(table)), table, position)
                 future = self._pool.submit(netting.read_and_net, ctx.job.store, ctx.batch.prefix, [item])

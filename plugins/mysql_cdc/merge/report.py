@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Sequence
+from typing import Mapping, Sequence
+
+from ..contracts import change_row as cr
 
 SUMMARY_ENV = "MYSQL_CDC_SUMMARY_FILE"
 
@@ -32,6 +34,13 @@ class TableReport:
     @property
     def seconds(self) -> float:
         return self.stage_seconds + self.apply_seconds
+
+    def count(self, copies_per_op: Mapping[str, int]) -> int:
+        """Take the counts from the net rows' copies per op letter; returns the rows written."""
+        self.inserted = copies_per_op.get(cr.INSERT, 0)
+        self.updated = copies_per_op.get(cr.UPDATE, 0)
+        self.deleted = copies_per_op.get(cr.DELETE, 0)
+        return self.inserted + self.updated + self.deleted
 
     def describe(self) -> str:
         if self.kind == "snapshot":

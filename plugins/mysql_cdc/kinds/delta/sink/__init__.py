@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ....merge import history, soft_deletes
+from ....merge.netting import copies_per_op
 from ....merge.report import TableReport
 from ....contracts import (
     DONE, ChangeBatch, Checkpoint, DdlSegment, RowSegment, TableChanges, TablePosition,
@@ -89,19 +90,10 @@ _COMMITTING_THREADS = 8
 _SCHEMA_THREADS = 4
 
 
-def _report_counts(report: TableReport, counts: Mapping[str, int]) -> int:
-    """Fill the report's counts from the net rows' (op -> rows); returns the rows written."""
-    report.inserted = counts.get(cr.INSERT, 0)
-    report.updated = counts.get(cr.UPDATE, 0)
-    report.deleted = counts.get(cr.DELETE, 0)
-    return report.inserted + report.updated + report.deleted
 
-
-def _arrow_counts(net: pa.Table) -> dict[str, int]:
-    """Arrow net rows' copies per op (``_report_counts``'s input)."""
-    summed = net.group_by(cr.NET_OP).aggregate([(cr.NET_COUNT, "sum")])
-    return dict(zip(summed.column(cr.NET_OP).to_pylist(), summed.column(f"{cr.NET_COUNT}_sum").to_pylist()))
-
+def _spark_copies_per_op(net: DataFrame) -> dict[str, int]:
+    """``netting.copies_per_op`` of net rows in Spark (one small job)."""
+    return {r[cr.NET_OP]: r["n"] for r in net.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
 
 @dataclass
 class _Committed:
@@ -627,8 +619,8 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
     def _stage_frames(self, t: NetRows[DeltaTableRef]) -> StagedRows:
         rows = self._spark_rows(t).cache()
         _refuse_empty_partition_strings(t.target, t.table.columns, rows)  # (of the cached rows: no netting again)
-        counts = {r[cr.NET_OP]: r["n"] for r in rows.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
-        return StagedRows(t.table, t.target, _report_counts(t.report, counts), rows=rows)
+        counts = _spark_copies_per_op(rows)
+        return StagedRows(t.table, t.target, t.report.count(counts), rows=rows)
 
     def _stage_history(self, t: NetRows[DeltaTableRef]) -> StagedRows:
         """A history table's versions of the segment (``history.segment_versions``), from its change rows
@@ -638,12 +630,12 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         arrow = t.on_driver()
         changes = t.arrow_changes()
         if arrow is not None:
-            counts = _arrow_counts(arrow.net)
+            counts = copies_per_op(arrow.net)
         else:
             net = t.in_spark(self.sink.spark()).net
-            counts = {r[cr.NET_OP]: r["n"] for r in net.groupBy(cr.NET_OP).agg(F.sum(cr.NET_COUNT).alias("n")).collect()}
+            counts = _spark_copies_per_op(net)
         versions = history.segment_versions(changes, [c.name for c in t.table.columns], t.table.key_columns)
-        staged = StagedRows(t.table, t.target, _report_counts(t.report, counts))
+        staged = StagedRows(t.table, t.target, t.report.count(counts))
         if self.sink._is_empty(t.table):
             staged.appended = merges.delta_arrow(t.table, versions.added, history.COLUMNS)
         else:
@@ -694,7 +686,7 @@ class DeltaSegmentWriter(SegmentWriter[DeltaTableRef]):
         partition_values.refuse_empty_strings(
             t.target, partition_values.string_partitions(t.target, t.table.columns),
             lambda column: pc.any(pc.and_kleene(written, pc.equal(net.column(column), ""))).as_py() or False)
-        staged = StagedRows(t.table, t.target, _report_counts(t.report, _arrow_counts(net)))
+        staged = StagedRows(t.table, t.target, t.report.count(copies_per_op(net)))
         if self.sink._is_empty(t.table):
             staged.appended = merges.arrow_inserts(t.table, net, marks)
         elif self.sink.merges_in_driver(t.table):
