@@ -24,6 +24,7 @@ from mysql_cdc.pipeline_options import SnapshotOptions
 from mysql_cdc.contracts import COPYING, DONE, SWAPPING, SnapshotPendingError, plan_replay
 from mysql_cdc.kinds.mysql.sink import MySQLSink
 from mysql_cdc.merge.job import run_merge
+from mysql_cdc.merge.netting import DRIVER_NET_ROWS
 from test_merge_types import COLUMNS, NULLS, ROW_1, ROW_2
 
 
@@ -194,7 +195,7 @@ SWAP_CRASHES = {
 
 @pytest.mark.parametrize("point", sorted(SWAP_CRASHES))
 def test_a_crashed_snapshot_merge_is_finished_by_its_retry(make_pipeline, leader, follower, spark, tmp_path, point):
-    """The copy goes into a shadow table, loaded by the Spark tasks in parallel, and is renamed
+    """The copy goes into a shadow table, loaded by the driver's threads in parallel, and is renamed
     into the table's place: readers see the old rows (here: none) or the whole copy, and a crash
     at any step is finished by the retry, whose follower equals the leader."""
     pipeline = make_pipeline(start=False)
@@ -206,7 +207,7 @@ def test_a_crashed_snapshot_merge_is_finished_by_its_retry(make_pipeline, leader
     state, seen = SWAP_CRASHES[point]
     assert pipeline.table_positions().of(db, "kv").state == state
     assert table_rows(follower, db, "kv") == ({} if seen == "old" else table_rows(leader, db, "kv"))
-    if seen == "old":  # the whole copy waits in the shadow table, loaded by the Spark tasks
+    if seen == "old":  # the whole copy waits in the shadow table
         assert table_rows(follower, db, "__mcdc_new_kv") == table_rows(leader, db, "kv")
     assert pipeline.table_positions().pending_batch() == batch.batch_id
     with pytest.raises(SnapshotPendingError):
@@ -217,6 +218,33 @@ def test_a_crashed_snapshot_merge_is_finished_by_its_retry(make_pipeline, leader
     assert pipeline.table_positions().pending_batch() is None
     run_merge(spark, pipeline.manifest_uri(pipeline.batches[-1]), pipeline.secrets)
     assert_same_database(leader, follower, db)  # no shadow or replaced table left behind either
+    assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []
+
+
+def _no_spark():
+    raise AssertionError("the merge started a Spark session")
+
+
+@pytest.mark.parametrize("driver_rows", [DRIVER_NET_ROWS, 0], ids=["by-the-driver", "by-the-executors"])
+def test_a_copy_with_nothing_to_fold_in_is_loaded_by_the_driver_without_spark_or_by_the_executors(
+        make_pipeline, leader, follower, spark, driver_rows):
+    """A copy whose table did not change during it goes from its files into the shadow table, each
+    file in one LOAD DATA: by the driver's threads, never starting Spark, or by Spark's tasks when
+    ``driverNetRows`` is 0 (a driver that only drives). The follower equals the leader either way."""
+    pipeline = make_pipeline(start=False)
+    db = pipeline.database
+    kv = ", ".join(f"({i}, 'v{i}')" for i in range(1, 201))
+    leader.run_sql([f"CREATE DATABASE {db}", f"USE {db}", "CREATE TABLE kv (id INT PRIMARY KEY, v VARCHAR(20))",
+                    "CREATE TABLE bag (v INT)", f"INSERT INTO kv VALUES {kv}", "INSERT INTO bag VALUES (1), (1), (2)"])
+    batch = pipeline.snapshot(options=CHUNKED)
+    copies = {s.table: s for s in batch.segments}
+    assert len(copies["kv"].chunks) == 8 and all(s.catch_up is None for s in batch.segments)
+
+    summary = run_merge(_no_spark if driver_rows else spark, pipeline.manifest_uri(batch), pipeline.secrets,
+                        driver_rows)
+
+    assert {t.table: t.rows_written for t in summary.tables} == {f"{db}.kv": 200, f"{db}.bag": 3}
+    assert_same_database(leader, follower, db)
     assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []
 
 
@@ -430,8 +458,8 @@ def test_a_copy_loaded_twice_is_refused_and_the_rerun_loads_it_afresh(make_pipel
     batch = pipeline.snapshot()
     load_once = MySQLSink._load_files
 
-    def load_twice(sink, job, segment, plan):  # what a task that Spark ran again after its load leaves
-        return load_once(sink, job, segment, plan) + load_once(sink, job, segment, plan)
+    def load_twice(sink, job, copy, plan):  # what a task that Spark ran again after its load leaves
+        return load_once(sink, job, copy, plan) + load_once(sink, job, copy, plan)
 
     monkeypatch.setattr(MySQLSink, "_load_files", load_twice)
     with pytest.raises(Exception, match=refusal):

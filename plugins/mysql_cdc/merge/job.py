@@ -349,7 +349,7 @@ def apply_snapshot_segment(ctx: _Context, segment: SnapshotSegment, checkpoint: 
     report = TableReport(segment.qualified_name, segment.row_count, kind="snapshot")
     done = _snapshot_done(ctx, segment, checkpoint)
     copy = TableCopy(segment, segment.catch_up is not None and bool(segment.catch_up.files),
-                     lambda: caught_up_rows(ctx, segment))
+                     lambda: caught_up_rows(ctx, segment), on_driver=ctx.driver_rows > 0)
     ctx.sink.replace_table(ctx.job, copy, checkpoint, done, report)
     log.info("%s (%s, at %s)", report.describe(), plural(len(segment.chunks), "chunk"), segment.at)
     ctx.summary.add(report)

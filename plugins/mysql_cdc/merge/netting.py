@@ -37,7 +37,9 @@ OP, COUNT = cr.NET_OP, cr.NET_COUNT
 # the driver (the Airflow worker, in client mode): a few hundred MB for 1M rows of a narrow table.
 DRIVER_NET_ROWS = 1_000_000
 # The Spark property (a pipeline's ``spark_conf``) that sets it for a merge job: 0 sends every table
-# through Spark (a cluster whose Airflow workers should only drive it), more keeps more on the driver.
+# through Spark and has executors load every copy (a cluster whose Airflow workers should only drive
+# it), more keeps more on the driver. (A copy with nothing to fold in streams through the driver a
+# file at a time whatever its size: ``merge.sink.TableCopy.on_driver``.)
 DRIVER_NET_ROWS_PROPERTY = "spark.mysql_cdc.driverNetRows"
 
 _AFTER, _BEFORE = 0, 1  # which image of a change row an event carries

@@ -39,11 +39,14 @@ class TableCopy:
     caught up to one position (its chunks with the changes each lacks folded in), as a
     DataFrame of inserts (None: nothing to load), and the catch-up's inserted, updated and
     deleted keys. ``caught_up``: whether there is a catch-up at all; without one a sink may load
-    the Parquet files as they are (``spark.read``)."""
+    the Parquet files as they are (``spark.read``). ``on_driver``: whether the job's driver may read
+    those files itself, a unit at a time, rather than Spark's executors (``driverNetRows`` > 0: a
+    copy streams, so its size needs no limit there; 0 is a driver that only drives)."""
 
     segment: SnapshotSegment
     caught_up: bool
     rows: Callable[[], tuple["DataFrame | None", tuple[int, int, int]]]
+    on_driver: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ How a batch lands (``Sink`` methods and ``SegmentWriter``; the modules beside th
   sender thread begins while the segment's other tables are still being prepared (``stream``).
 - DDL: replayed on the follower in its dialect (``dialect``), crash-safe through the checkpoint's
   pending-DDL marker.
-- a copy: loaded by the executors in parallel into a shadow table beside the target, which the
-  driver renames into its place, crash-safe through the table position's ``swapping`` state (a
+- a copy: loaded in parallel into a shadow table beside the target (by the driver's threads, a
+  file at a time, or by the executors: ``TableCopy.on_driver``), which the driver renames into its place, crash-safe through the table position's ``swapping`` state (a
   table a rename would break, with triggers or foreign keys, is loaded in the commit's own
   transaction instead).
 
@@ -35,9 +35,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ....merge.reader import snapshot_schema
+from ....merge.reader import read_plan, snapshot_schema
 from ....merge.report import TableReport
-from ....contracts import SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment
+from ....contracts import SWAPPING, ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TableChanges
 from ....crash_points import crash_point
 from ....mysql_server import MySQLSettings
 from ....merge.spark_read import spark_schema, unit_indexes
@@ -213,16 +213,37 @@ class MySQLSink(Sink[Columns]):
         finally:
             self._drop_prepared(job, segment)
 
-    def _load_files(self, job: BatchJob, segment: SnapshotSegment, plan: StagePlan) -> list[dict]:
+    def _load_files(self, job: BatchJob, copy: TableCopy, plan: StagePlan) -> list[dict]:
         """A copy with no catch-up (nothing changed in the table during it) goes from its Parquet
-        files into ``plan.load_into`` in the tasks that read them: no transform, so no row needs to
-        cross into Spark's JVM and back. Returns one stage result per task."""
-        table = segment.as_table_changes()
+        files into ``plan.load_into`` by whoever reads them, each read unit in one ``LOAD DATA``: no
+        transform, so no row needs to cross into Spark's JVM and back. Returns one stage result per
+        loader."""
+        table = copy.segment.as_table_changes()
+        schema = snapshot_schema(table)
+        if copy.on_driver:
+            return self._load_files_here(job, table, schema, plan)
         units, indexes = unit_indexes(job.spark(), table)
         if not units:
             return []
-        load = partial(prepare_read_units, plan, job.storage, job.batch.prefix, snapshot_schema(table), units)
+        load = partial(prepare_read_units, plan, job.storage, job.batch.prefix, schema, units)
         return [r.asDict() for r in indexes.mapInArrow(load, spark_schema(RESULT_SCHEMA)).collect()]
+
+    @staticmethod
+    def _load_files_here(job: BatchJob, table: TableChanges, schema: pa.Schema, plan: StagePlan) -> list[dict]:
+        """The read units loaded by this process's threads, one more than its cores: while one
+        thread reads and encodes its unit (Arrow and file writes, outside the GIL), the others'
+        ``LOAD DATA`` run. It spares the Spark session and the executors' Python workers that the
+        same loads through Spark wait for: a 5M-row copy took the job 6.9-7.0 s with three threads
+        against 9.4-9.6 s through Spark on 2 cores; four threads slowed the follower (9.4 s)."""
+        units = read_plan(table, os.cpu_count() or 1)
+
+        def load(unit: int) -> list[dict]:
+            indexes = iter([pa.record_batch([pa.array([unit])], ["id"])])
+            results = prepare_read_units(plan, job.storage, job.batch.prefix, schema, units, indexes)
+            return [row for batch in results for row in batch.to_pylist()]
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(units), (os.cpu_count() or 1) + 1))) as pool:
+            return [row for rows in pool.map(load, range(len(units))) for row in rows]
 
     def _load_copy(self, job: BatchJob, copy: TableCopy, checkpoint: Checkpoint, columns: tuple[FollowerColumn, ...],
                    done: Checkpoint | None, report: TableReport, shadow: bool) -> None:
@@ -238,7 +259,7 @@ class MySQLSink(Sink[Columns]):
         swapping = False  # once True, a shadow left behind may be the copy a retry swaps in
         try:
             if shadow and not copy.caught_up:
-                staged = StagedTable(table, columns, tuple(self._load_files(job, segment, plan)))
+                staged = StagedTable(table, columns, tuple(self._load_files(job, copy, plan)))
             else:
                 rows, (report.inserted, report.updated, report.deleted) = copy.rows()
                 staged = StagedTable(table, columns, tuple(stage(rows, plan)) if rows is not None else ())
