@@ -153,6 +153,7 @@ def build_dag(config: PipelineConfig) -> DAG:
             conf=dict(config.spark_conf),
             name=f"mysql-cdc-merge-{config.name}",
             pipeline=config.name,
+            spark=config.merge.spark,
             on_failure_callback=record_failure,
             on_retry_callback=record_retry,
             **retry_args,

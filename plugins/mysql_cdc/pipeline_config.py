@@ -15,6 +15,7 @@ pipelines:
     on_purged: fail                 # fail | snapshot: what a run does when its binlog was purged
     snapshot: {split_rows: 500000, workers: 2, decoder: native}  # chunk size, parallel copies, row parser
     extract: {workers: 2}           # binlog files of a long range read at once
+    merge: {spark: always}          # always | when_needed: a batch that needs no Spark merged without spark-submit
     batches: {retain: 7d}           # applied change batches older than this are deleted (null: keep all)
     heartbeat: false                # true: each run commits a row on the leader (fresh lag figures)
     max_seconds_behind: 900         # the check_lag task fails past this (null: no alert)
@@ -60,7 +61,7 @@ from .capture.filters import TableFilter
 from .contracts import BinlogPosition, InvalidPosition
 from .kinds import CONNECTION_KIND, KINDS, FollowerKind
 from .kinds import kind as follower_kind
-from .pipeline_options import BatchOptions, ExtractOptions, MaintenanceOptions, SnapshotOptions, VerifyOptions
+from .pipeline_options import BatchOptions, ExtractOptions, MaintenanceOptions, MergeOptions, SnapshotOptions, VerifyOptions
 from .storage import normalize_uri
 from .errors import PermanentError
 
@@ -124,6 +125,7 @@ class PipelineConfig:
     spark_conf: tuple[tuple[str, str], ...] = ()  # Spark properties of the merge job's submit
     snapshot: SnapshotOptions = SnapshotOptions()
     extract: ExtractOptions = ExtractOptions()
+    merge: MergeOptions = MergeOptions()  # whether every merge goes through spark-submit
     batches: BatchOptions = BatchOptions()  # how long change batches are kept (batch_retention)
     heartbeat: bool = False  # each run commits a row on the leader first (monitor.heartbeat)
     max_seconds_behind: float | None = None  # check_lag fails past it: Airflow's alerting picks it up
@@ -323,6 +325,7 @@ _CHECKS = {
     "spark_conf": _spark_conf,
     "snapshot": _options(SnapshotOptions),
     "extract": _options(ExtractOptions),
+    "merge": _options(MergeOptions),
     "batches": _options(BatchOptions),
     "heartbeat": _flag,
     "max_seconds_behind": _optional_seconds,

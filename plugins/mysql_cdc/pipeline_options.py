@@ -1,5 +1,5 @@
-"""A pipeline's options: the pipelines file's ``snapshot``, ``extract``, ``batches``, ``verify`` and
-``maintenance`` sections, as frozen dataclasses that check their values (``pipeline_config``
+"""A pipeline's options: the pipelines file's ``snapshot``, ``extract``, ``merge``, ``batches``,
+``verify`` and ``maintenance`` sections, as frozen dataclasses that check their values (``pipeline_config``
 rejects unknown keys and names the bad field)."""
 
 from __future__ import annotations
@@ -81,6 +81,25 @@ class VerifyOptions:
         timeout = self.settle_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"settle_timeout: must be a positive number of seconds, got {timeout!r}")
+
+
+# merge.spark: when the merge task runs the merge job through spark-submit
+SPARK_ALWAYS, SPARK_WHEN_NEEDED = "always", "when_needed"
+
+
+@dataclass(frozen=True)
+class MergeOptions:
+    """The pipelines file's ``merge`` section. ``spark``: ``always`` submits every batch's merge job
+    to the Spark connection (a Spark application per run, in the Spark UI and history server);
+    ``when_needed`` runs the same job with this worker's Python alone when the follower kind says
+    the batch needs no Spark (``FollowerKind.spark_needed``: a MySQL follower's batch of tables
+    netted on the driver), sparing spark-submit's JVM and the driver's start, and submits the others."""
+
+    spark: str = SPARK_ALWAYS
+
+    def __post_init__(self) -> None:
+        if self.spark not in (SPARK_ALWAYS, SPARK_WHEN_NEEDED):
+            raise ValueError(f"spark: must be {SPARK_ALWAYS!r} or {SPARK_WHEN_NEEDED!r}, got {self.spark!r}")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from mysql_cdc.pipeline_config import DEFAULT_SCHEDULE, PipelineConfigError, load_pipelines
-from mysql_cdc.pipeline_options import ExtractOptions, SnapshotOptions
+from mysql_cdc.pipeline_options import ExtractOptions, MergeOptions, SnapshotOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = {
@@ -47,8 +47,9 @@ def test_every_field(tmp_path):
              "include": ["shop.*", "crm.customers"], "exclude": ["shop.tmp_*"],
              "start_position": "binlog.000007:1146", "wait_timeout": 30, "poke_interval": 5,
              "retries": 0, "retry_delay": 0, "snapshot": {"split_rows": 1000, "workers": 4, "decoder": "python"},
-             "extract": {"workers": 3, "decoder": "python"}}
+             "extract": {"workers": 3, "decoder": "python"}, "merge": {"spark": "when_needed"}}
     (config,) = load_pipelines(write(tmp_path, entry))
+    assert config.merge == MergeOptions(spark="when_needed") and MergeOptions().spark == "always"
     assert config.snapshot == SnapshotOptions(split_rows=1000, workers=4, decoder="python")
     assert config.extract == ExtractOptions(workers=3, decoder="python")
     assert config.schedule == "@hourly" and config.aws_conn_id is None
@@ -93,6 +94,8 @@ def test_manual_only_schedule(tmp_path):
         ({"extract": {"workers": "2"}}, "extract", "workers: must be a whole number >= 1"),
         ({"extract": {"decoder": "rust"}}, "extract", "decoder: must be 'native' or 'python', got 'rust'"),
         ({"extract": {"min_part_mb": -1}}, "extract", "min_part_mb: must be a whole number >= 0"),
+        ({"merge": {"spark": "never"}}, "merge", "spark: must be 'always' or 'when_needed', got 'never'"),
+        ({"merge": {"driver": "x"}}, "merge", "unknown key(s) ['driver']; known keys are ['spark']"),
         ({"heartbeat": "yes"}, "heartbeat", "must be true or false"),
         ({"max_seconds_behind": -5}, "max_seconds_behind", "positive number of seconds"),
         ({"verify": {"chunk_rows": 0}}, "verify", "chunk_rows: must be a whole number >= 1"),

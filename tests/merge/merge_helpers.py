@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -23,6 +24,7 @@ from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, ChangeBatch, Chec
 from mysql_cdc.server_state import MySQLStateStore
 from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets
+from mysql_cdc.merge.report import SUMMARY_ENV, JobOutcome
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import StorageSpec
 from spark_under_test import SPARK_LINE, SPARK_SUBMIT
@@ -164,6 +166,28 @@ def spark_submit(pipeline: Pipeline, batch: ChangeBatch, work_dir: Path, extra_e
     """The merge job into a MySQL follower as the merge task submits it (``submit_job``)."""
     return submit_job(pipeline.secrets, [str(MERGE_JOB), "--manifest-uri", pipeline.manifest_uri(batch)], work_dir,
                       extra_env=extra_env, timeout=timeout, secret=pipeline.follower_settings.password)
+
+
+def run_job_here(pipeline: Pipeline, batches: Iterable[ChangeBatch], work_dir: Path, *,
+                 conf: Iterable[tuple[str, str]] = (), extra_env: dict | None = None,
+                 timeout: float = 300) -> tuple[subprocess.CompletedProcess, JobOutcome | None]:
+    """The merge job as the merge task runs it without Spark (``merge: {spark: when_needed}``):
+    this Python alone, mysql_cdc from the py-files zip, secrets in the 0600 file, ``conf`` as
+    ``--conf``. No JVM can start: JAVA_HOME names nothing and no ``java`` is on PATH. Returns the
+    process and the job's outcome file (None: the job was killed before it wrote one)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    secrets_file, outcome_file = work_dir / "secrets.json", work_dir / "outcome.json"
+    pipeline.secrets.write(str(secrets_file))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
+    env.update({SECRETS_ENV: str(secrets_file), SUMMARY_ENV: str(outcome_file), "JAVA_HOME": str(work_dir / "no-java"),
+                "PATH": os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not shutil.which("java", path=p)),
+                "PYTHONPATH": build_py_files(work_dir), **(extra_env or {})})
+    args = ["--without-spark"] + [a for key, value in conf for a in ("--conf", f"{key}={value}")]
+    args += [a for batch in batches for a in ("--manifest-uri", pipeline.manifest_uri(batch))]
+    result = subprocess.run([sys.executable, str(MERGE_JOB), *args], env=env, capture_output=True, text=True,
+                            timeout=timeout)
+    assert pipeline.follower_settings.password not in result.stdout + result.stderr
+    return result, JobOutcome.from_json(outcome_file.read_text()) if outcome_file.is_file() else None
 
 
 def job_output(result: subprocess.CompletedProcess) -> str:

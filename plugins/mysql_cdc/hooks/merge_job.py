@@ -1,5 +1,11 @@
 """Everything the merge task needs around its spark-submit.
 
+With ``merge: {spark: when_needed}`` a batch the follower kind can apply without Spark
+(``FollowerKind.spark_needed``) is merged by the same job run with this worker's Python alone
+(``merge_batch.py --without-spark``): no spark-submit JVM, no driver start. Should the job reach
+for Spark all the same, it stops before that step changes anything and the batch is submitted to
+Spark, which finds the checkpoint where the first run left it (every commit is exactly once).
+
 Deciding whether Spark is needed at all (a batch already covered by the checkpoint is skipped, a
 batch that captured nothing only moves the checkpoint), the job's inputs (the ``mysql_cdc`` zip
 for ``--py-files`` and the 0600 secrets file), and the submit itself through the Spark provider's
@@ -18,7 +24,9 @@ by SparkSubmitHook), in XCom, in the manifest or in a log line.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -32,7 +40,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..contracts import ChangeBatch, Checkpoint, plan_replay
 from ..packaging import MAINTAIN_JOB, MERGE_JOB, build_py_files, driver_java_options
+from ..merge.netting import DRIVER_NET_ROWS_PROPERTY, driver_net_rows
 from ..merge.report import SUMMARY_ENV, JobOutcome, MergeSummary
+from ..pipeline_options import SPARK_ALWAYS, SPARK_WHEN_NEEDED
 from ..kinds.base import SubmitNeeds
 from ..job_secrets import SECRETS_ENV, JobSecrets
 from ..spark_lines import DEFAULT_LINE, SparkTarget, spark_target
@@ -108,6 +118,17 @@ def submit_arguments(application_args: Sequence[str], inputs: JobInputs, name: s
     return arguments
 
 
+def job_here_arguments(manifest_uris: str | Sequence[str], conf: Mapping[str, Any]) -> list[str]:
+    """The merge job's arguments when it runs without spark-submit: the pipeline's own properties
+    (``spark.mysql_cdc.*``, the only ones the job reads), then the manifests."""
+    own = [arg for key, value in sorted(conf.items()) if key.startswith(JOB_PROPERTY_PREFIX)
+           for arg in ("--conf", f"{key}={value}")]
+    return ["--without-spark", *own, *manifest_arguments(manifest_uris)]
+
+
+JOB_PROPERTY_PREFIX = "spark.mysql_cdc."
+
+
 def bound_to_this_process(binary: str, directory: Path) -> str:
     """A launcher of ``binary`` that the kernel kills when the process that started it dies
     (``setpriv --pdeathsig KILL``). SparkSubmitHook.on_kill stops spark-submit when Airflow asks
@@ -122,7 +143,7 @@ def bound_to_this_process(binary: str, directory: Path) -> str:
         logging.getLogger(__name__).warning(
             "setpriv not found: a merge task killed outright would leave its spark-submit running")
         return binary
-    launcher = directory / "spark-submit"
+    launcher = directory / Path(binary).name  # its own name: SparkSubmitHook checks a spark-submit's
     launcher.write_text(f'#!/bin/sh\nexec "{setpriv}" --pdeathsig KILL -- "{binary}" "$@"\n')
     launcher.chmod(0o700)
     return str(launcher)
@@ -236,18 +257,66 @@ class MergeJobHook(BaseHook):
             )
         return conn
 
-    def submit(self, manifest_uris: Sequence[str], name: str, conf: Mapping[str, Any]) -> list[MergeSummary]:
+    def submit(self, manifest_uris: Sequence[str], name: str, conf: Mapping[str, Any],
+               spark: str = SPARK_ALWAYS) -> list[MergeSummary]:
         """Run the merge job for ``manifest_uris`` (applied in order, in one Spark application)
         and return their summaries; raises ``MergeJobError`` with the job's own cause first when
-        it fails."""
+        it fails. ``spark``: the pipeline's ``merge.spark`` (``SPARK_WHEN_NEEDED``: a batch that
+        needs no Spark is merged without spark-submit, ``run_here``)."""
         with self.job_inputs() as inputs:
             outcome_file = Path(inputs.env[SUMMARY_ENV])
+            applied: list[MergeSummary] = []
+            if spark == SPARK_WHEN_NEEDED:
+                reason = self.spark_needed(manifest_uris, conf)
+                if reason is None:
+                    outcome = self.run_here(manifest_uris, inputs, conf)
+                    if not outcome.spark_refused:
+                        return outcome.summaries
+                    applied = outcome.summaries
+                    reason = outcome.error
+                self.log.info("submitting the merge to Spark: %s", reason)
             try:
                 self._spark_submit(MERGE_JOB, manifest_arguments(manifest_uris), inputs, name, conf)
             except Exception as exc:
                 outcome = JobOutcome.from_json(outcome_file.read_text()) if outcome_file.is_file() else None
                 raise MergeJobError.of(outcome, exc) from None
-            return JobOutcome.from_json(outcome_file.read_text()).summaries if outcome_file.is_file() else []
+            submitted = JobOutcome.from_json(outcome_file.read_text()).summaries if outcome_file.is_file() else []
+            done = {s.batch_id for s in applied}  # applied without Spark: Spark's run found them applied
+            return applied + [s for s in submitted if s.batch_id not in done]
+
+    def spark_needed(self, manifest_uris: Sequence[str], conf: Mapping[str, Any]) -> str | None:
+        """Why the batches need Spark (the follower kind's reason), or None."""
+        rows = driver_net_rows(None if conf.get(DRIVER_NET_ROWS_PROPERTY) is None
+                               else str(conf[DRIVER_NET_ROWS_PROPERTY]))
+        spec = self.follower.spec()
+        for uri in manifest_uris:
+            reason = spec.spark_needed(self.storage.read_manifest(uri), rows)
+            if reason is not None:
+                return reason
+        return None
+
+    def run_here(self, manifest_uris: Sequence[str], inputs: "JobInputs", conf: Mapping[str, Any]) -> JobOutcome:
+        """The merge job run by this worker's Python without Spark (``merge_batch.py --without-spark``),
+        its output in the task log; its outcome, a refusal of Spark included (``spark_refused``).
+        Raises ``MergeJobError`` when it fails otherwise."""
+        outcome_file = Path(inputs.env[SUMMARY_ENV])
+        python = bound_to_this_process(sys.executable, Path(inputs.py_files).parent)
+        command = [python, str(MERGE_JOB), *job_here_arguments(manifest_uris, conf)]
+        # the job imports mysql_cdc from the same zip a submit ships (--py-files), not from plugins/
+        path = os.pathsep.join(p for p in (inputs.py_files, os.environ.get("PYTHONPATH")) if p)
+        self.log.info("merging without Spark: %s", " ".join(command))
+        self.job_here = subprocess.Popen(command, env={**os.environ, **inputs.env, "PYTHONPATH": path},
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in self.job_here.stdout:
+            self.log.info("%s", line.rstrip())
+        returncode = self.job_here.wait()
+        outcome = JobOutcome.from_json(outcome_file.read_text()) if outcome_file.is_file() else None
+        outcome_file.unlink(missing_ok=True)  # a submit after a refusal writes its own
+        if returncode == 0 and outcome is not None:
+            return outcome
+        if outcome is not None and outcome.spark_refused:
+            return outcome
+        raise MergeJobError.of(outcome, RuntimeError(f"{' '.join(command)} exited with {returncode}"))
 
     def maintain(self, pipeline: str, retain_hours: float, name: str, conf: Mapping[str, Any]) -> None:
         """Run the lake maintenance job (``spark_jobs/maintain_lake.py``) for a Delta Lake follower;
@@ -276,6 +345,9 @@ class MergeJobHook(BaseHook):
         spark_submit = getattr(self, "spark_submit", None)
         if spark_submit is not None:
             spark_submit.on_kill()
+        job_here = getattr(self, "job_here", None)
+        if job_here is not None and job_here.poll() is None:
+            job_here.kill()
 
     @contextmanager
     def job_inputs(self) -> Iterator[JobInputs]:

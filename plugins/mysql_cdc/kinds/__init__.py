@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from .base import FollowerKind, SubmitNeeds
 
 if TYPE_CHECKING:
+    from ..contracts import ChangeBatch
     from ..merge.sink import Sink
     from ..state_store import StateStore
 
@@ -85,6 +86,10 @@ class FollowerSpec:
     def submit_needs(self, spark_line: str) -> SubmitNeeds:
         """The kind's spark-submit jars and properties on Spark ``spark_line`` (none for most kinds)."""
         return self.follower_kind.submit_needs(spark_line)
+
+    def spark_needed(self, batch: "ChangeBatch", driver_net_rows: int) -> str | None:
+        """Why the kind's merge job needs Spark for ``batch``, or None (``FollowerKind.spark_needed``)."""
+        return self.follower_kind.spark_needed(batch, driver_net_rows)
 
     def sink(self, leader_flavor: str | None) -> "Sink":
         """The kind's sink for this follower (open it with ``with``); ``leader_flavor``: the batch's

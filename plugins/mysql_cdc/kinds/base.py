@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
+    from ..contracts import ChangeBatch
     from ..merge.sink import Sink
     from ..state_store import StateStore
 
@@ -77,6 +78,14 @@ class FollowerKind(ABC):
         """The jars and Spark properties its merge job needs on Spark ``spark_line`` (``"4.1"``;
         ``mysql_cdc.spark_lines``): none by default."""
         return SubmitNeeds()
+
+    def spark_needed(self, batch: "ChangeBatch", driver_net_rows: int) -> str | None:
+        """Why the merge job needs Spark for ``batch`` (a phrase for the task log), or None when its
+        sink applies every segment of it without ever starting a session, so the merge task may
+        run the job without spark-submit (``merge: {spark: when_needed}``). ``driver_net_rows``:
+        the job's ``spark.mysql_cdc.driverNetRows``. The job stops, changing nothing more, if it
+        reaches for Spark all the same (``merge.session.SparkRefused``). By default always."""
+        return f"a {self.name} follower's merge runs in Spark"
 
     def maintain(self, spark: Any, settings: Mapping[str, Any], pipeline: str, retain_hours: float) -> list:
         """Run the kind's maintenance in the maintenance job; returns what was done per table."""

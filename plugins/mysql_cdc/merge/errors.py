@@ -50,3 +50,9 @@ class FollowerUnwritableError(MergeError, PermanentError):
     """The follower refuses every write, whatever the statement: it is read-only (a replica, a
     failover in progress, an operator's ``read_only``) or out of space. No retry within minutes
     helps; a person makes it writable or points the pipeline at the writable server."""
+
+
+class SparkRefused(MergeError):
+    """The job runs without Spark (the merge task judged the batch to need none: ``--without-spark``)
+    and reached for a session. Raised before the step that wanted it changes anything; what was
+    committed before stays, exactly once, and the merge task submits the job to Spark to do the rest."""

@@ -143,19 +143,21 @@ class MergeSummary:
 @dataclass
 class JobOutcome:
     """What one run of the merge job did: the summaries of the batches it applied, in order, and
-    its error when it failed (``permanent``: no retry can fix it, ``mysql_cdc.retry_policy``)."""
+    its error when it failed (``permanent``: no retry can fix it, ``mysql_cdc.retry_policy``;
+    ``spark_refused``: a run without Spark stopped because the batch needs it, ``errors.SparkRefused``)."""
 
     summaries: list[MergeSummary] = field(default_factory=list)
     error: str | None = None
     permanent: bool = False
+    spark_refused: bool = False
 
     def to_json(self) -> str:
         return json.dumps({"summaries": [json.loads(s.to_json()) for s in self.summaries], "error": self.error,
-                           "permanent": self.permanent}, sort_keys=True)
+                           "permanent": self.permanent, "spark_refused": self.spark_refused}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "JobOutcome":
         body = json.loads(text)
         return cls([MergeSummary.from_json(json.dumps(s)) for s in body["summaries"]], body.get("error"),
-                   bool(body.get("permanent")))
+                   bool(body.get("permanent")), bool(body.get("spark_refused")))
 

@@ -50,6 +50,20 @@ def submitted_property(name: str) -> str | None:
     return SparkContext._jvm.java.lang.System.getProperty(name)
 
 
+class RefusedSession:
+    """No session at all: the job runs outside spark-submit (``--without-spark``). A step that asks
+    for one stops the job (``SparkRefused``) before it changes anything."""
+
+    def __call__(self) -> SparkSession:
+        from .errors import SparkRefused
+
+        raise SparkRefused("this batch needs Spark after all (the step asking for it is in the traceback above); "
+                           "the merge task submits it to Spark")
+
+    def stop(self) -> None:
+        pass
+
+
 class LazySession:
     """The session, started on first use: a batch that needs no Spark work (a no-op replay, DDL
     only) never pays for the JVM."""

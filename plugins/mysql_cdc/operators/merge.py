@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from ..hooks.follower import DEFAULT_FOLLOWER_CONN_ID, FollowerRef, follower_reference
 from ..hooks.merge_job import ADVANCE, SKIP, MergeJobHook
 from ..hooks.storage import BatchStorageHook
+from ..pipeline_options import SPARK_ALWAYS, MergeOptions
 from . import metrics
 from .retries import fail_fast_when_permanent
 from ..table_assets import pipeline_alias
@@ -25,7 +26,9 @@ class CdcMergeOperator(BaseOperator):
     (``extract.output``: a copy's run gives the copy and its catch-up). A batch the
     checkpoint already covers is skipped without starting Spark; one that captured nothing only
     moves the checkpoint; anything else is submitted to the Spark connection ``spark_conn_id``
-    (client deploy mode) with ``conf`` as its Spark properties. See ``hooks.merge_job``.
+    (client deploy mode) with ``conf`` as its Spark properties. ``spark``: ``"when_needed"`` merges
+    a batch the follower kind can apply without Spark with this worker's Python alone, no
+    spark-submit (the pipeline's ``merge.spark``). See ``hooks.merge_job``.
     """
 
     template_fields: Sequence[str] = ("manifest_uri", "follower", "aws_conn_id", "spark_conn_id", "conf")
@@ -36,7 +39,8 @@ class CdcMergeOperator(BaseOperator):
                  follower: FollowerRef = DEFAULT_FOLLOWER_CONN_ID,
                  aws_conn_id: str | None = BatchStorageHook.default_conn_name,
                  spark_conn_id: str = "spark_default", conf: dict[str, Any] | None = None,
-                 name: str = "mysql-cdc-merge", pipeline: str | None = None, **kwargs: Any):
+                 name: str = "mysql-cdc-merge", pipeline: str | None = None, spark: str = SPARK_ALWAYS,
+                 **kwargs: Any):
         if pipeline:  # an asset event per table changed, through the pipeline's alias (``table_assets``)
             kwargs.setdefault("outlets", [AssetAlias(pipeline_alias(pipeline))])
         super().__init__(**kwargs)
@@ -48,6 +52,7 @@ class CdcMergeOperator(BaseOperator):
         self.spark_conn_id = spark_conn_id
         self.conf = conf or {}
         self.name = name
+        self.spark = MergeOptions(spark=spark).spark  # checked: "always" or "when_needed"
 
     @cached_property
     def hook(self) -> MergeJobHook:
@@ -69,7 +74,7 @@ class CdcMergeOperator(BaseOperator):
             self.log.info("checkpoint moved to %s without Spark", plan.batch.end)
             return None
         with fail_fast_when_permanent():  # the job says whether its error is (MergeJobError.permanent)
-            summaries = self.hook.submit(plan.manifest_uris, self.name, self.conf)
+            summaries = self.hook.submit(plan.manifest_uris, self.name, self.conf, self.spark)
         seconds, net_rows = time.monotonic() - started, sum(s.net_rows for s in summaries)
         self.hook.record_merged(plan, run_id, net_rows, seconds)
         metrics.batch_merged(plan.batch.pipeline, net_rows, seconds)

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from mysql_cdc.hooks.merge_job import JobInputs, manifest_arguments, spark_submit_binary, submit_arguments
+from mysql_cdc.hooks.merge_job import (
+    JobInputs, job_here_arguments, manifest_arguments, spark_submit_binary, submit_arguments,
+)
 from mysql_cdc import packaging
 from mysql_cdc.packaging import LOG4J2_CONFIG, driver_java_options
 from mysql_cdc.spark_lines import DEFAULT_LINE
@@ -106,6 +108,15 @@ def test_the_command_the_spark_provider_builds_from_them(monkeypatch):
     assert command[command.index("--py-files") + 1] == "/tmp/x/mysql_cdc.zip"
     assert command[-3:] == ["/repo/spark_jobs/merge_batch.py", "--manifest-uri", MANIFEST]
     assert "job-secrets.json" not in " ".join(command)  # the path travels in the environment only
+
+
+def test_the_job_run_without_spark_gets_the_pipelines_own_properties_only():
+    """Without spark-submit the job reads its ``spark.mysql_cdc.*`` properties from its arguments;
+    Spark's own (memory, cores) mean nothing to it and stay out."""
+    conf = {"spark.executor.memory": "4g", "spark.mysql_cdc.driverNetRows": 0}
+    assert job_here_arguments(["s3://b/m1.json", "s3://b/m2.json"], conf) == [
+        "--without-spark", "--conf", "spark.mysql_cdc.driverNetRows=0",
+        "--manifest-uri", "s3://b/m1.json", "--manifest-uri", "s3://b/m2.json"]
 
 
 def test_spark_submit_is_found_beside_the_running_python_without_path(monkeypatch):

@@ -47,6 +47,22 @@ class MySQLKind(FollowerKind):
 
         return MySQLSink.from_settings(settings, leader_flavor)
 
+    def spark_needed(self, batch, driver_net_rows: int) -> str | None:
+        """Spark's executors do what the driver does not: net a table of more than
+        ``driver_net_rows`` change rows in a segment, and fold a copy's catch-up into its chunks.
+        (DDL is replayed on the follower; a small table's rows, and a copy with nothing to fold in,
+        go from the driver.) A copy of a table with triggers or foreign keys is loaded through Spark
+        too, which only the follower knows: the job then stops before touching it."""
+        for segment in batch.segments:
+            if segment.kind == "rows":
+                big = [t.qualified_name for t in segment.tables if t.row_count > driver_net_rows]
+                if big:
+                    return (f"{', '.join(big[:3])}{' and more' if len(big) > 3 else ''}: more than "
+                            f"{driver_net_rows:,} change rows in a segment (spark.mysql_cdc.driverNetRows)")
+            elif segment.kind == "snapshot" and segment.catch_up is not None and segment.catch_up.files:
+                return f"{segment.qualified_name}: its copy has changes to fold in"
+        return None
+
 
 KIND = MySQLKind()
 
