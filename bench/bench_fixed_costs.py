@@ -108,14 +108,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--follower", choices=("mysql", "delta"), default="mysql")
+    parser.add_argument("--merge-spark", choices=("always", "when_needed"), default="always",
+                        help="the pipeline's merge.spark (when_needed: a batch that needs no Spark merged without "
+                             "spark-submit; figures then prefixed fixed_cost_without_spark)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, Airflow's logs)")
     args = parser.parse_args()
-    prefix = "delta_fixed_cost" if args.follower == "delta" else "fixed_cost"
+    prefix = ("delta_fixed_cost" if args.follower == "delta" else "fixed_cost") + (
+        "_without_spark" if args.merge_spark == "when_needed" else "")
 
     with leader_and_follower("bench-fixed-costs-", args.keep) as servers:
         servers.leader.run_sql([f"CREATE DATABASE {DB}", f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v VARCHAR(20))"],
                                database=None)
-        with deployed_pipeline(servers, PIPELINE, "@continuous", args.follower, f"{DB}.*") as deployment:
+        with deployed_pipeline(servers, PIPELINE, "@continuous", args.follower, f"{DB}.*",
+                               args.merge_spark) as deployment:
             changes = []
             for key in range(args.repeat):
                 phases = one_change(deployment.airflow, servers, deployment.state, key)

@@ -97,12 +97,16 @@ def main() -> int:
     parser.add_argument("--continuous", action="store_true", help="schedule @continuous instead of every minute")
     parser.add_argument("--follower", choices=("mysql", "delta"), default="mysql",
                         help="a MySQL follower, or a Delta Lake on the S3 endpoint")
+    parser.add_argument("--merge-spark", choices=("always", "when_needed"), default="always",
+                        help="the pipeline's merge.spark (when_needed: figures suffixed _without_spark)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, Airflow's logs)")
     args = parser.parse_args()
     schedule = "@continuous" if args.continuous else "* * * * *"
     figure = ("delta_" if args.follower == "delta" else "") + "lag_under_load" + (
         "_continuous" if args.continuous else "")
     limit = TARGETS[figure]
+    if args.merge_spark == "when_needed":
+        figure += "_without_spark"
 
     with leader_and_follower("bench-lag-", args.keep) as servers:
         leader, follower = servers.leader, servers.follower
@@ -113,7 +117,7 @@ def main() -> int:
             "CREATE TABLE accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL)",
             "INSERT INTO orders (customer, amount, note) SELECT seq % 97, seq / 3, 'old' FROM seq_1_to_20000",
         ], database=None)
-        with deployed_pipeline(servers, PIPELINE, schedule, args.follower, f"{DB}.*") as deployment:
+        with deployed_pipeline(servers, PIPELINE, schedule, args.follower, f"{DB}.*", args.merge_spark) as deployment:
             airflow, state = deployment.airflow, deployment.state
             leader_settings = servers.leader_settings
             log(f"the copy is applied; writing for {args.minutes} minutes ...")

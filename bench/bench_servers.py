@@ -66,11 +66,12 @@ class BenchDeployment:
 
 @contextmanager
 def deployed_pipeline(servers: BenchServers, pipeline: str, schedule: str, follower: str,
-                      include: str) -> Iterator[BenchDeployment]:
+                      include: str, merge_spark: str = "always") -> Iterator[BenchDeployment]:
     """A moto S3 endpoint and Airflow as it is deployed (``scripts/airflow_deployment.py``) with one
     pipeline from ``servers``' leader (tables ``include``) into their follower, or a Delta Lake on the
     S3 endpoint (``follower``: mysql or delta), on ``schedule`` and the pipelines file's defaults (a
-    snapshot first); its first run (the copy) succeeded. Both stopped on exit."""
+    snapshot first; ``merge_spark``: the pipeline's ``merge.spark``); its first run (the copy)
+    succeeded. Both stopped on exit."""
     import boto3
     import yaml
     from airflow_deployment import AirflowDeployment, pipeline_connections
@@ -93,7 +94,7 @@ def deployed_pipeline(servers: BenchServers, pipeline: str, schedule: str, follo
             "name": pipeline, "schedule": schedule, "leader_conn_id": "bench_leader",
             **({"follower": {"kind": "delta", "location": lake.uri}} if lake else {"follower_conn_id": "bench_follower"}),
             "storage_uri": f"s3://{bucket}/batches", "aws_conn_id": "bench_s3", "spark_conn_id": "bench_spark",
-            "include": [include],
+            "include": [include], "merge": {"spark": merge_spark},
         }]}))
         airflow = AirflowDeployment(home, env={
             "CDC_PIPELINES_FILE": str(pipelines),
