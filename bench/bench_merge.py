@@ -42,6 +42,7 @@ from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, 
 from mysql_cdc.merge.netting import DRIVER_NET_ROWS_PROPERTY  # noqa: E402
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
+from mysql_cdc.merge.report import SUMMARY_ENV, JobOutcome  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
 
@@ -108,6 +109,24 @@ def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_
     if not match:
         raise SystemExit(f"no merge summary in the job's output:\n{output[-5000:]}")
     return wall, json.loads(match.group(1))
+
+
+def run_without_spark(manifest_uri: str, secrets: JobSecrets, work: Path) -> tuple[float, dict]:
+    """The merge job as the merge task runs it with ``merge: {spark: when_needed}`` for a batch that
+    needs no Spark: this Python alone (``--without-spark``), mysql_cdc from the py-files zip. Returns
+    the wall time and the batch's summary."""
+    py_files = build_py_files(work)
+    secrets_file, outcome_file = work / "secrets.json", work / "outcome.json"
+    secrets.write(str(secrets_file))
+    env = {**os.environ, SECRETS_ENV: str(secrets_file), SUMMARY_ENV: str(outcome_file), "PYTHONPATH": py_files}
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, str(MERGE_JOB), "--without-spark", "--manifest-uri", manifest_uri],
+                            env=env, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    if result.returncode != 0:
+        raise SystemExit(f"the merge job without Spark failed ({result.returncode}):\n{result.stderr[-5000:]}")
+    (summary,) = JobOutcome.from_json(outcome_file.read_text()).summaries
+    return wall, json.loads(summary.to_json())
 
 
 def load_data_baseline(follower: MariaDBServer, work: Path, run: int) -> tuple[int, float]:

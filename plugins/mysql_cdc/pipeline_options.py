@@ -92,8 +92,8 @@ class MergeOptions:
     """The pipelines file's ``merge`` section. ``spark``: ``always`` submits every batch's merge job
     to the Spark connection (a Spark application per run, in the Spark UI and history server);
     ``when_needed`` runs the same job with this worker's Python alone when the follower kind says
-    the batch needs no Spark (``FollowerKind.spark_needed``: a MySQL follower's batch of tables
-    netted on the driver), sparing spark-submit's JVM and the driver's start, and submits the others."""
+    the batch needs no Spark (``FollowerKind.spark_needed``: a MySQL or Iceberg follower's batch of
+    tables netted on the driver), sparing spark-submit's JVM and the driver's start, and submits the others."""
 
     spark: str = SPARK_ALWAYS
 

@@ -33,6 +33,7 @@ from mysql_cdc.merge.errors import CheckpointError
 from mysql_cdc.merge.job import run_merge
 from mysql_cdc.merge.reader import change_schema
 from mysql_cdc.merge.report import TableReport
+from mysql_cdc.merge.session import RefusedSession
 from mysql_cdc.merge.sink import ArrowRows, BatchJob, NetRows, SparkRows
 from mysql_cdc.merge.spark_read import read_changes
 from mysql_cdc.merge.transforms import after_checkpoint, net_changes
@@ -57,6 +58,9 @@ class Kind:
     # change (their names; empty: every test), and of ``DDL_ACTIONS`` those named here (empty: all)
     only: frozenset[str] = frozenset()
     ddl_crash_actions: frozenset[str] = frozenset()
+    # what the kind merges with no Spark at all (``FollowerKind.spark_needed`` says None): "rows" (a
+    # batch of small tables and DDL), "copy" (a copy with nothing to fold in)
+    without_spark: frozenset[str] = frozenset()
 
     def runs(self, test: str) -> bool:
         return not self.only or test in self.only
@@ -71,6 +75,7 @@ KIND_UNDER_TEST = {
         ddl_crash_points=("after_ddl",),
         copy_crash_points=("before_swap", "after_swap"),
         sides_and_state=lambda p: (mysql_checksums(p.follower_settings), MySQLStateStore(p.follower_settings)),
+        without_spark=frozenset({"rows", "copy"}),
     ),
     "delta": Kind(
         make=lambda request: request.getfixturevalue("lake_pipeline")(),
@@ -90,6 +95,7 @@ KIND_UNDER_TEST = {
         copy_crash_points=("before_checkpoint",),
         sides_and_state=lambda p: (iceberg_checksums(p.catalog), p.state),
         default_line_only="it writes no table with Spark (pyiceberg, from the driver)",
+        without_spark=frozenset({"rows"}),
     ),
 }
 # Delta's portable tables (no deletion vectors, no column mapping) change how rows are rewritten
@@ -228,6 +234,32 @@ def _net_rows(job: BatchJob, segment, targets, position, netted: str) -> list[Ne
         rows = [SparkRows(c, net_changes(c, t)) for c, t in zip(changes, tables)]
     return [NetRows(i, t, targets[i], r, TableReport(t.qualified_name, t.row_count))
             for i, (t, r) in enumerate(zip(tables, rows))]
+
+
+def test_what_the_kind_merges_without_spark_needs_no_session(kind, pipeline, spark):
+    """``merge: {spark: when_needed}`` trusts the kind's word: a batch it says needs no Spark is
+    merged with a session that refuses to start, and the follower equals the leader; what it says
+    needs Spark (with the reason it gives) is merged by Spark. A copy, then rows and DDL."""
+    db = pipeline.database
+    pipeline.leader.run_sql(schema(db) + ["INSERT INTO keyed VALUES (1, 'a', 1), (2, 'b', 2)",
+                                          "INSERT INTO bag VALUES (1, 'p'), (1, 'p')"])
+    statements = [f"USE {db}", "UPDATE keyed SET id = 3 WHERE id = 1", "DELETE FROM bag LIMIT 1",
+                  "ALTER TABLE keyed ADD COLUMN extra VARCHAR(8)", "INSERT INTO keyed VALUES (4, 'd', 4, 'x')",
+                  "CREATE TABLE later (id INT PRIMARY KEY)", "INSERT INTO later VALUES (1)"]
+    merged_without = set()
+    for what in ("copy", "rows"):
+        batch = pipeline.snapshot() if what == "copy" else pipeline.capture(statements)
+        reason = pipeline.secrets.sink.spark_needed(read_manifest(pipeline.store, pipeline.manifest_uri(batch)),
+                                                    netting.DRIVER_NET_ROWS)
+        if reason is None:
+            run_merge(RefusedSession(), pipeline.manifest_uri(batch), pipeline.secrets)
+            merged_without.add(what)
+        else:
+            assert reason.strip(), what
+            run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
+        kind.assert_equal(pipeline)
+    assert merged_without == kind.without_spark
+    assert pipeline.checkpoint().position == batch.end
 
 
 @pytest.mark.parametrize("netted", ["driver", "spark"])

@@ -35,6 +35,18 @@ class SubmitNeeds:
     conf: tuple[tuple[str, str], ...] = ()
 
 
+def netted_by_spark(batch: "ChangeBatch", driver_net_rows: int) -> str | None:
+    """Why a batch's rows need Spark, or None: a table with more than ``driver_net_rows`` change
+    rows in a segment is read and netted by the executors (``merge.job``), whatever the kind."""
+    for segment in batch.segments:
+        big = [t.qualified_name for t in segment.tables if t.row_count > driver_net_rows] \
+            if segment.kind == "rows" else []
+        if big:
+            return (f"{', '.join(big[:3])}{' and more' if len(big) > 3 else ''}: more than "
+                    f"{driver_net_rows:,} change rows in a segment (spark.mysql_cdc.driverNetRows)")
+    return None
+
+
 class FollowerKind(ABC):
     """One kind of follower (a MySQL server, a Delta Lake, ...)."""
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .. import FollowerSpec
-from ..base import FollowerKind
+from ..base import FollowerKind, netted_by_spark
 
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -77,6 +77,14 @@ class IcebergKind(FollowerKind):
         from .sink import IcebergSink
 
         return IcebergSink.from_settings(settings, leader_flavor)
+
+    def spark_needed(self, batch, driver_net_rows: int) -> str | None:
+        """Tables and DDL are written with pyiceberg from the driver; Spark reads a copy's rows and
+        nets a table of more than ``driver_net_rows`` change rows."""
+        copies = [s for s in batch.segments if s.kind == "snapshot"]
+        if copies:
+            return f"{copies[0].qualified_name}: a copy's rows are read by Spark"
+        return netted_by_spark(batch, driver_net_rows)
 
     def maintain(self, spark: Any, settings: Mapping[str, Any], pipeline: str, retain_hours: float) -> list:
         """Compaction, snapshot expiry and orphan removal of every table of the cut, from the driver

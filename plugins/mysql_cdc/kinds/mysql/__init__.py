@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..base import FollowerKind
+from ..base import FollowerKind, netted_by_spark
 from .. import FollowerSpec
 
 
@@ -53,15 +53,11 @@ class MySQLKind(FollowerKind):
         (DDL is replayed on the follower; a small table's rows, and a copy with nothing to fold in,
         go from the driver.) A copy of a table with triggers or foreign keys is loaded through Spark
         too, which only the follower knows: the job then stops before touching it."""
-        for segment in batch.segments:
-            if segment.kind == "rows":
-                big = [t.qualified_name for t in segment.tables if t.row_count > driver_net_rows]
-                if big:
-                    return (f"{', '.join(big[:3])}{' and more' if len(big) > 3 else ''}: more than "
-                            f"{driver_net_rows:,} change rows in a segment (spark.mysql_cdc.driverNetRows)")
-            elif segment.kind == "snapshot" and segment.catch_up is not None and segment.catch_up.files:
-                return f"{segment.qualified_name}: its copy has changes to fold in"
-        return None
+        caught_up = [s for s in batch.segments
+                     if s.kind == "snapshot" and s.catch_up is not None and s.catch_up.files]
+        if caught_up:
+            return f"{caught_up[0].qualified_name}: its copy has changes to fold in"
+        return netted_by_spark(batch, driver_net_rows)
 
 
 KIND = MySQLKind()
