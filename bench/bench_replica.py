@@ -10,13 +10,18 @@
    ``MASTER_POS_WAIT`` says the replica applied all of it (fetching included);
 3. ours, end to end: ``extract_range`` of the same range (the extract task's reading, in parts at
    once) and the merge job with the real ``spark-submit --master local[2]`` into the follower;
-4. prints both and ``e2e_vs_replica`` (ours / replica seconds: lower is better), JSON last.
+4. prints both and ``e2e_vs_replica`` (ours / replica seconds: target <= 2.5), JSON last. With
+   ``--repeat``, steps 2 and 3 run that many times, alternating, the replica and the follower
+   emptied before each, and the medians are reported. ``--merge-spark when_needed`` runs the merge
+   as a pipeline with ``merge: {spark: when_needed}`` does for a batch that needs no Spark (the
+   worker's Python, no spark-submit): figures ``e2e_without_spark_*``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -64,6 +69,7 @@ def replica_seconds(replica: MariaDBServer, leader: MariaDBServer, range_: Posit
 
 def ours_seconds(leader_settings: MySQLSettings, follower: MariaDBServer, range_: PositionRange, work: Path,
                  merge_spark: str) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
     storage = StorageSpec(f"file://{work}/store")
     conn = follower.connect()
     try:
@@ -81,9 +87,11 @@ def ours_seconds(leader_settings: MySQLSettings, follower: MariaDBServer, range_
         reason = secrets.sink.spark_needed(batch, DRIVER_NET_ROWS)
         if reason is not None:
             raise SystemExit(f"--merge-spark when_needed, but the batch needs Spark: {reason}")
-        merge_s, _ = run_without_spark(manifest, secrets, work)
+        merge_s, summary = run_without_spark(manifest, secrets, work)
     else:
-        merge_s, _ = run_spark_submit(manifest, secrets, work, "2g", "")
+        merge_s, summary = run_spark_submit(manifest, secrets, work, "2g", "")
+    log(f"  the job's own {summary['seconds']} s: " + "; ".join(
+        f"{t['table']} stage {t['stage_seconds']:.2f} s, apply {t['apply_seconds']:.2f} s" for t in summary["tables"]))
     return {"rows": batch.row_count, "extract_s": round(extract_s, 2), "merge_s": round(merge_s, 2)}
 
 
@@ -101,6 +109,7 @@ def main() -> int:
     parser.add_argument("--merge-spark", choices=("always", "when_needed"), default="always",
                         help="the pipeline's merge.spark: when_needed merges without spark-submit (the batch "
                              "needs no Spark); figures then prefixed e2e_without_spark")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of the replica and of ours; medians reported")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -117,16 +126,23 @@ def main() -> int:
             generate(leader, args.rows)
             with Leader(settings) as server:
                 range_ = PositionRange(start, server.current_position())
-            log("the replica applies the range ...")
-            replica_s = replica_seconds(replica, leader, range_)
-            log("ours: extract + merge of the range ...")
-            ours = ours_seconds(settings, follower, range_, work, args.merge_spark)
-            if not (same_table(leader, replica) and same_table(leader, follower)):
-                raise SystemExit("the replica or the follower does not equal the leader: the figures mean nothing")
+            replicas, runs = [], []
+            for run in range(args.repeat):
+                if run:  # each run applies the whole range again, into an empty replica and follower
+                    replica.run_sql(["STOP SLAVE", "RESET SLAVE ALL", "DROP DATABASE IF EXISTS bench"])
+                    follower.run_sql(["DROP DATABASE IF EXISTS bench", "DROP DATABASE IF EXISTS _mysql_cdc"])
+                log(f"the replica applies the range (run {run + 1}) ...")
+                replicas.append(replica_seconds(replica, leader, range_))
+                log("ours: extract + merge of the range ...")
+                runs.append(ours_seconds(settings, follower, range_, work / f"run-{run}", args.merge_spark))
+                if not (same_table(leader, replica) and same_table(leader, follower)):
+                    raise SystemExit("the replica or the follower does not equal the leader: the figures mean nothing")
+            replica_s = statistics.median(replicas)
+            ours = {key: round(statistics.median(r[key] for r in runs), 2) for key in runs[0]}
         finally:
             for server in (follower, replica, leader):
                 server.stop()
-    ours_s = ours["extract_s"] + ours["merge_s"]
+    ours_s = statistics.median(r["extract_s"] + r["merge_s"] for r in runs)
     e2e = "e2e_without_spark" if args.merge_spark == "when_needed" else "e2e"
     figures = {
         "replica_rows": ours["rows"], "replica_apply_s": round(replica_s, 2), f"{e2e}_extract_s": ours["extract_s"],
@@ -134,7 +150,7 @@ def main() -> int:
     }
     print(f"replica (START SLAVE UNTIL): {replica_s:.1f} s; ours (extract {ours['extract_s']} s + merge "
           f"{ours['merge_s']} s): {ours_s:.1f} s; ours / replica = {figures[f'{e2e}_vs_replica']} "
-          f"({ours['rows']:,} rows)")
+          f"({int(ours['rows']):,} rows; runs {[round((r['extract_s'] + r['merge_s']) / s, 3) for r, s in zip(runs, replicas)]})")
     print(json.dumps(figures))
     return 0
 

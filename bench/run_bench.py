@@ -58,6 +58,8 @@ ROWS = [
     ("largest seconds behind, 5 min of small transactions, deployed Airflow", "lag_under_load", None,
      "", None, "<= 120 s"),
     ("... the same, schedule @continuous", "lag_under_load_continuous", None, "", None, "<= 30 s"),
+    ("... the same, @continuous, merge: {spark: when_needed}", "lag_under_load_continuous_without_spark", None, "",
+     None, "<= 30 s"),
     ("... the same into a Delta follower on S3, every minute", "delta_lag_under_load", None, "", None, "<= 120 s"),
     ("... the same into a Delta follower on S3, @continuous", "delta_lag_under_load_continuous", None, "", None,
      "<= 60 s"),
@@ -65,6 +67,10 @@ ROWS = [
      None, "", None, "lower is better"),
     ("... the merge task of it (s)", "fixed_cost_merge_s", "fixed_cost_merge_work_s", "the merge job's own work", None,
      ""),
+    ("... the same, merge: {spark: when_needed} (s)", "fixed_cost_without_spark_applied_s", None, "", None,
+     "lower is better"),
+    ("... the merge task of it, without spark-submit (s)", "fixed_cost_without_spark_merge_s",
+     "fixed_cost_without_spark_merge_work_s", "the merge job's own work", None, ""),
     ("... the sensor's detection of it (s)", "fixed_cost_detect_s", None, "", None, ""),
     ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
      "tiny_run_minus_spark_submit_s", "<= +15 s"),
@@ -73,6 +79,8 @@ ROWS = [
      "mariadb-dump --single-transaction | mariadb", "snapshot_vs_dump", ">= 1.5"),
     ("range applied end to end (s): extract + merge", "e2e_s", "replica_apply_s",
      "a MariaDB replica, START SLAVE UNTIL", "e2e_vs_replica", "<= 2.5"),
+    ("... merge: {spark: when_needed} (no spark-submit) (s)", "e2e_without_spark_s", "replica_apply_s",
+     "a MariaDB replica, START SLAVE UNTIL", "e2e_without_spark_vs_replica", "<= 2.5"),
     ("snapshot copy peak RSS MB at 1M / 5M rows", "snapshot_rss_mb_1m", "snapshot_rss_mb_5m", "at 5M rows",
      "snapshot_rss_5m_vs_1m", "<= 1.1"),
     ("Delta follower: 1M-change batch merged (rows/s)", "delta_merge_rows_per_s", "delta_append_rows_per_s",
@@ -172,12 +180,18 @@ def main() -> None:
     results.update(run_child(["bench/bench_tables.py", "--rows", str(args.tables_rows), "--repeat", str(args.repeat),
                               "--tables", "1,1000", "--key", "binary16"]))
     results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
-    results.update(run_child(["bench/bench_fixed_costs.py", "--repeat", str(max(args.repeat, 5))]))
+    for merge_spark in ("always", "when_needed"):
+        results.update(run_child(["bench/bench_fixed_costs.py", "--repeat", str(max(args.repeat, 5)),
+                                  "--merge-spark", merge_spark]))
     snapshot_args = ["bench/bench_snapshot.py", "--rows", str(args.snapshot_rows), "--repeat", str(args.repeat)]
     results.update(run_child(snapshot_args + ([] if args.quick else ["--rss"])))
-    results.update(run_child(["bench/bench_replica.py", "--rows", str(args.replica_rows)]))
+    for merge_spark in ("always", "when_needed"):
+        results.update(run_child(["bench/bench_replica.py", "--rows", str(args.replica_rows), "--repeat",
+                                  str(args.repeat), "--merge-spark", merge_spark]))
     results.update(run_child(["bench/bench_lag.py", "--minutes", str(args.lag_minutes)]))
     results.update(run_child(["bench/bench_lag.py", "--minutes", str(args.lag_minutes), "--continuous"]))
+    results.update(run_child(["bench/bench_lag.py", "--minutes", str(args.lag_minutes), "--continuous",
+                              "--merge-spark", "when_needed"]))
     for schedule in ([], ["--continuous"]):
         results.update(run_child(["bench/bench_lag.py", "--minutes", str(args.lag_minutes), "--follower", "delta",
                                   *schedule]))
