@@ -118,15 +118,15 @@ def submit_arguments(application_args: Sequence[str], inputs: JobInputs, name: s
     return arguments
 
 
+JOB_PROPERTY_PREFIX = "spark.mysql_cdc."  # the Spark properties the merge job itself reads
+
+
 def job_here_arguments(manifest_uris: str | Sequence[str], conf: Mapping[str, Any]) -> list[str]:
     """The merge job's arguments when it runs without spark-submit: the pipeline's own properties
     (``spark.mysql_cdc.*``, the only ones the job reads), then the manifests."""
     own = [arg for key, value in sorted(conf.items()) if key.startswith(JOB_PROPERTY_PREFIX)
            for arg in ("--conf", f"{key}={value}")]
     return ["--without-spark", *own, *manifest_arguments(manifest_uris)]
-
-
-JOB_PROPERTY_PREFIX = "spark.mysql_cdc."
 
 
 def bound_to_this_process(binary: str, directory: Path) -> str:
@@ -286,8 +286,8 @@ class MergeJobHook(BaseHook):
 
     def spark_needed(self, manifest_uris: Sequence[str], conf: Mapping[str, Any]) -> str | None:
         """Why the batches need Spark (the follower kind's reason), or None."""
-        rows = driver_net_rows(None if conf.get(DRIVER_NET_ROWS_PROPERTY) is None
-                               else str(conf[DRIVER_NET_ROWS_PROPERTY]))
+        value = conf.get(DRIVER_NET_ROWS_PROPERTY)
+        rows = driver_net_rows(None if value is None else str(value))
         spec = self.follower.spec()
         for uri in manifest_uris:
             reason = spec.spark_needed(self.storage.read_manifest(uri), rows)

@@ -200,3 +200,38 @@ def test_a_merge_dies_with_the_task_process_that_started_it(tmp_path):
         task.kill()
         for line in running():
             os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def test_a_merge_without_spark_dies_with_the_task_process_that_started_it(tmp_path):
+    """The job run without spark-submit (``merge: {spark: when_needed}``) is bound to the task
+    process the same way: killed outright, the task takes the job with it."""
+    import signal
+    import subprocess
+    import time
+
+    job = tmp_path / "endless_merge.py"
+    job.write_text("import time\ntime.sleep(600)\n")
+    task = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "from pathlib import Path\n"
+        "from mysql_cdc.hooks.merge_job import bound_to_this_process\n"
+        f"launcher = bound_to_this_process(sys.executable, Path({str(tmp_path)!r}))\n"
+        f"subprocess.Popen([launcher, {str(job)!r}])\n"
+        "time.sleep(600)\n"
+    )], env={**os.environ, "PYTHONPATH": str(PLUGINS)})
+
+    def running() -> bool:
+        return str(job) in subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
+
+    try:
+        deadline = time.monotonic() + 30
+        while not running():
+            assert task.poll() is None and time.monotonic() < deadline, "the job never started"
+            time.sleep(0.2)
+        task.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while running():
+            assert time.monotonic() < deadline, "the merge outlived its task"
+            time.sleep(0.2)
+    finally:
+        task.kill()
