@@ -75,6 +75,8 @@ ROWS = [
     ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
      "tiny_run_minus_spark_submit_s", "<= +15 s"),
     ("scheduled run, nothing new (s)", "nochange_run_s", None, "", None, "<= 10 s"),
+    ("... tiny batch, merge: {spark: when_needed} (s)", "tiny_run_without_spark_s", "bare_spark_submit_s",
+     "bare spark-submit", None, "lower is better"),
     ("snapshot rows/s, leader -> follower end to end", "snapshot_rows_per_s", "dump_rows_per_s",
      "mariadb-dump --single-transaction | mariadb", "snapshot_vs_dump", ">= 1.5"),
     ("range applied end to end (s): extract + merge", "e2e_s", "replica_apply_s",
@@ -180,6 +182,7 @@ def main() -> None:
     results.update(run_child(["bench/bench_tables.py", "--rows", str(args.tables_rows), "--repeat", str(args.repeat),
                               "--tables", "1,1000", "--key", "binary16"]))
     results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat)]))
+    results.update(run_child(["bench/bench_runs.py", "--repeat", str(args.repeat), "--merge-spark", "when_needed"]))
     for merge_spark in ("always", "when_needed"):
         results.update(run_child(["bench/bench_fixed_costs.py", "--repeat", str(max(args.repeat, 5)),
                                   "--merge-spark", merge_spark]))
