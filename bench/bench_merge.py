@@ -12,6 +12,7 @@
    fresh copy of the follower table, the fastest way in;
 5. prints both rates and their ratio (target >= 0.6), then one JSON line, last. With --repeat N
    the merge and the baseline run N times (each merge into a fresh follower) and medians are reported.
+   ``--store s3`` keeps the batch on a real S3 endpoint (moto's server, started here).
 
 All servers it starts are stopped on exit, and its temp dir is removed (unless --keep).
 """
@@ -25,12 +26,13 @@ import re
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins")]
 
-from bench_servers import leader_and_follower  # noqa: E402
+from bench_servers import leader_and_follower, s3_storage  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
 from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
@@ -44,7 +46,7 @@ from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: 
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
 from mysql_cdc.merge.report import SUMMARY_ENV, JobOutcome  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
-from mysql_cdc.storage import StorageSpec, open_store  # noqa: E402
+from mysql_cdc.storage import StorageSpec  # noqa: E402
 
 DB, TABLE, PIPELINE = "bench", "events", "bench"
 CREATE_TABLE = (
@@ -187,10 +189,12 @@ def main() -> int:
                         help="instead of a real merge's (packaging.DRIVER_DEFAULTS), e.g. -XX:TieredStopAtLevel=4")
     parser.add_argument("--driver-net-rows", type=int, default=None,
                         help="the job's spark.mysql_cdc.driverNetRows (default: the product's; 0: net in Spark)")
+    parser.add_argument("--store", choices=("file", "s3"), default="file",
+                        help="the batch store: the local file system, or moto's S3 server")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (datadirs, batch, logs)")
     args = parser.parse_args()
 
-    with leader_and_follower("bench-merge-", args.keep) as servers:
+    with leader_and_follower("bench-merge-", args.keep) as servers, ExitStack() as stack:
         base, leader, follower = servers.base, servers.leader, servers.follower
         leader_settings, follower_settings = servers.leader_settings, servers.follower_settings
         work = base / "work"
@@ -201,16 +205,16 @@ def main() -> int:
         workload = leader_workload(leader, args.rows)
         end = position(leader_settings)
 
-        store_uri = f"file://{base}/store"
+        storage = stack.enter_context(s3_storage(base)) if args.store == "s3" else StorageSpec(f"file://{base}/store")
         log("capturing ...")
         started = time.monotonic()
         batch = extract_range(leader_settings, RangeRequest(PIPELINE, PositionRange(start, end), TableFilter((f"{DB}.*",))),
-                              BatchTarget(open_store(store_uri)))
+                              BatchTarget(storage.open()))
         capture_seconds = time.monotonic() - started
         assert batch.row_count == args.rows, (batch.row_count, args.rows)
 
-        manifest_uri = f"{store_uri}/{batch.prefix}/{MANIFEST_NAME}"
-        runs = [measure(args, follower, JobSecrets(mysql_follower_spec(follower_settings), StorageSpec(store_uri)), manifest_uri, start,
+        manifest_uri = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
+        runs = [measure(args, follower, JobSecrets(mysql_follower_spec(follower_settings), storage), manifest_uri, start,
                         work, i)
                 for i in range(args.repeat)]
         run = median_run(runs)
@@ -220,6 +224,7 @@ def main() -> int:
 
         result = {
             "change_rows": args.rows,
+            "store": args.store,
             "repeat": args.repeat,
             "driver_java_options": args.driver_java_options,
             "merge_driver_net_rows": args.driver_net_rows,

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from local_services import MariaDBServer
 from mysql_cdc.kinds.delta.state.location import LakeLocation
 from mysql_cdc.mysql_server import MySQLSettings
+from mysql_cdc.storage import StorageSpec
 
 LEADER_GRANTS = ["REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.*"]  # what a pipeline's reader needs
 FOLLOWER_GRANTS = ["ALL PRIVILEGES ON *.*"]
@@ -110,3 +111,18 @@ def deployed_pipeline(servers: BenchServers, pipeline: str, schedule: str, follo
         if airflow is not None:
             airflow.stop()
         s3.stop()
+
+
+@contextmanager
+def s3_storage(base: Path, bucket: str = "bench-tables") -> Iterator[StorageSpec]:
+    """A bucket on moto's S3 server, started for the run (stopped after it)."""
+    import boto3
+    from local_services import MotoS3Server
+
+    server = MotoS3Server(base, die_with_parent=True).start()
+    try:
+        options = server.client_kwargs()
+        boto3.client("s3", **options).create_bucket(Bucket=bucket)
+        yield StorageSpec(f"s3://{bucket}/root", options)
+    finally:
+        server.stop()

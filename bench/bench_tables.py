@@ -42,18 +42,17 @@ import json
 import os
 import sys
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "plugins"), str(REPO / "bench")]
 
 from bench_merge import position, run_spark_submit  # noqa: E402
-from bench_servers import leader_and_follower  # noqa: E402
+from bench_servers import leader_and_follower, s3_storage  # noqa: E402
 from local_services import MariaDBServer  # noqa: E402
-from services.moto_s3 import MotoS3Server  # noqa: E402
 from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
 from mysql_cdc.change_export import export_changes  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
@@ -329,18 +328,6 @@ def main() -> int:
         return 0
 
 
-@contextmanager
-def s3_storage(base: Path) -> Iterator[StorageSpec]:
-    """A bucket on moto's S3 server, started for the run (stopped after it)."""
-    import boto3
-
-    server = MotoS3Server(base, die_with_parent=True).start()
-    try:
-        options = server.client_kwargs()
-        boto3.client("s3", **options).create_bucket(Bucket="bench-tables")
-        yield StorageSpec("s3://bench-tables/root", options)
-    finally:
-        server.stop()
 
 
 def figures(spreads: list[dict], rows: int, suffix: str, seconds: float) -> dict:

@@ -2,7 +2,10 @@
 (os._exit(137), like a SIGKILL), then retried: the follower equals the leader and the checkpoint
 is the batch end, with nothing lost, doubled or left behind."""
 
+import os
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -51,8 +54,11 @@ def test_crash_then_retry_applies_exactly_once(point, make_pipeline, leader, fol
         # every DDL before the first row segment committed; its rows did not
         assert (checkpoint.position, checkpoint.pending_ddl_pos) == (first_rows.start, None)
         assert table_rows(follower, db, "kv") == {} and table_rows(follower, db, "bag") == {}
-        # the first row segment only adds rows: its load files are prepared, no staging table is needed
-        assert pipeline.scratch_files(), "the crash leaves the prepared load files behind"
+        # the first row segment only adds rows: the driver prepared its load files (no staging table
+        # is needed), on its own disk, not in the batch store; the killed driver left them there
+        assert pipeline.scratch_files() == []
+        left = killed_drivers_load_dirs()
+        assert any(list(d.rglob("*.tsv")) for d in left), "the crash leaves the prepared load files behind"
 
     summary = run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
 
@@ -61,6 +67,20 @@ def test_crash_then_retry_applies_exactly_once(point, make_pipeline, leader, fol
     checkpoint = pipeline.checkpoint()
     assert (checkpoint.position, checkpoint.gtid, checkpoint.pending_ddl_pos) == (batch.end, batch.end_gtid, None)
     assert pipeline.staging_tables() == [] and pipeline.scratch_files() == []
+    if point != "after_ddl":  # the retry's merge removed what the killed one had left
+        assert not any(d.exists() for d in left)
+
+
+def killed_drivers_load_dirs() -> list[Path]:
+    """Load-file directories of merge drivers no longer running (their pid is in the name)."""
+    found = []
+    for directory in Path(tempfile.gettempdir()).glob("mysql-cdc-loads-*-*"):
+        pid = int(directory.name.split("-")[3])
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            found.append(directory)
+    return found
 
 
 def _databases(server):

@@ -3,7 +3,8 @@
 How a batch lands (``Sink`` methods and ``SegmentWriter``; the modules beside this one do the work):
 
 - rows: the executors split each table's net rows per Spark partition (``staging``): removals
-  into a staging table in the follower, final rows into a load file in the batch store; then the
+  into a staging table in the follower, final rows into a load file in the batch store (a table
+  the driver stages itself keeps its files on the driver's disk, ``MySQLSink.load_dir``); then the
   driver applies every table of the segment and moves the checkpoint in ONE follower transaction
   (``follower.Follower.apply_rows``, ``rows``), which LOADs the files straight into the tables.
   A small keyed table netted on the driver skips both: its net rows become a DELETE and an INSERT
@@ -24,11 +25,15 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import stat
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -55,6 +60,30 @@ from .tables import FollowerColumn, StagedTable
 log = logging.getLogger("mysql_cdc.merge")
 
 _DRIVER_PART_ROWS = 100_000  # net rows a slice of a table netted on the driver gets at least
+_LOAD_DIR_PREFIX = "mysql-cdc-loads-"  # + the driver's pid: the load files of a table it staged itself
+
+
+def sweep_load_dirs() -> None:
+    """Remove the load-file directories that merge drivers of this user left on this machine when
+    they were killed (no cleanup runs then): the rows in them belong to no attempt any more."""
+    for directory in Path(tempfile.gettempdir()).glob(f"{_LOAD_DIR_PREFIX}*-*"):
+        pid = directory.name[len(_LOAD_DIR_PREFIX):].split("-", 1)[0]
+        try:
+            status = directory.lstat()  # a symlink is not followed, nor removed
+        except OSError:
+            continue
+        if pid.isdigit() and stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid() and not _alive(int(pid)):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
@@ -70,7 +99,7 @@ def _counts_row(net: pa.Table, statements: TableStatements) -> dict:
     """The stage result (``RESULT_SCHEMA``) of a table applied by statements: its counts only. (Its
     INSERT takes the ``I`` and ``U`` rows, its DELETE the keys of the ``U`` and ``D`` rows.)"""
     upserts = statements.inserts_expected + statements.deletes_expected - net.num_rows
-    return dict(stage=None, load_file=None, load_columns=None, rows=net.num_rows,
+    return dict(stage=None, load_file=None, load_path=None, load_columns=None, rows=net.num_rows,
                 inserts=statements.inserts_expected - upserts, upserts=upserts,
                 deletes=statements.deletes_expected - upserts, loaded=0)
 
@@ -119,6 +148,8 @@ class MySQLSink(Sink[Columns]):
         self.settings = settings
         self.follower = Follower(settings, leader_flavor)
         self.sessions = ThreadSessions(settings)
+        self._load_dir: Path | None = None  # the driver's own load files, a directory per segment
+        self._load_dir_lock = threading.Lock()  # a segment's tables are staged by several threads
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], leader_flavor: str | None) -> "MySQLSink":
@@ -127,6 +158,19 @@ class MySQLSink(Sink[Columns]):
     def close(self) -> None:
         self.sessions.close()
         self.follower.close()
+        if self._load_dir is not None:
+            shutil.rmtree(self._load_dir, ignore_errors=True)
+
+    def load_dir(self, segment: RowSegment | SnapshotSegment) -> Path:
+        """Where the driver keeps the load files it prepares for ``segment`` until its commit (a
+        directory of this job's; gone when the segment's writer closes, and with the sink; a killed
+        driver's is removed by the next merge's ``begin`` on this machine, ``sweep_load_dirs``)."""
+        with self._load_dir_lock:
+            if self._load_dir is None:
+                self._load_dir = Path(tempfile.mkdtemp(prefix=f"{_LOAD_DIR_PREFIX}{os.getpid()}-"))
+            directory = self._load_dir / f"{segment.index:05d}"
+            directory.mkdir(exist_ok=True)
+            return directory
 
     def __exit__(self, kind, exc, traceback) -> None:
         self.close()
@@ -140,6 +184,7 @@ class MySQLSink(Sink[Columns]):
     def begin(self, job: BatchJob) -> None:
         self.follower.drop_staging(staging_prefix(job.batch.pipeline))
         job.store.delete_prefix(scratch_prefix(job.batch.pipeline))
+        sweep_load_dirs()
 
     def advance(self, expected: Checkpoint, done: Checkpoint) -> None:
         self.follower.advance(expected, done)
@@ -181,6 +226,8 @@ class MySQLSink(Sink[Columns]):
         self.sessions.close()
         self.follower.drop_staging(staging_segment_prefix(job.batch.pipeline, segment.index))
         job.store.delete_prefix(scratch_segment_prefix(job.batch.pipeline, segment.index))
+        if self._load_dir is not None:
+            shutil.rmtree(self._load_dir / f"{segment.index:05d}", ignore_errors=True)
 
     # -- DDL --------------------------------------------------------------------------------------
 
@@ -341,16 +388,17 @@ class MySQLSegmentWriter(SegmentWriter[Columns]):
         with its kept follower session; a large one in slices of at least _DRIVER_PART_ROWS at once
         (encoding is Arrow compute and file writes, outside the GIL), each slice with a session of
         its own."""
-        net, store = t.on_driver().net, self.job.store
+        net, keep_in = t.on_driver().net, self.sink.load_dir(self.segment)
         plan = self.sink._plan(self.job, self.segment, t.index, t.table, t.target)
         parts = max(1, min(os.cpu_count() or 1, net.num_rows // _DRIVER_PART_ROWS))
         if parts == 1:
-            results = [prepare_partition(plan, 0, net.to_batches(), self.sink.sessions.get(), store)]
+            results = [prepare_partition(plan, 0, net.to_batches(), self.sink.sessions.get(), keep_in)]
         else:
             size = -(-net.num_rows // parts)
             with ThreadPoolExecutor(max_workers=parts) as pool:
                 results = list(pool.map(
-                    lambda part: prepare_partition(plan, part, net.slice(part * size, size).to_batches(), store=store),
+                    lambda part: prepare_partition(plan, part, net.slice(part * size, size).to_batches(),
+                                                   keep_in=keep_in),
                     range(parts)))
         staged = StagedTable(t.table, t.target, tuple(r for r in results if r["rows"]))
         t.report.inserted, t.report.updated, t.report.deleted = counts(staged)

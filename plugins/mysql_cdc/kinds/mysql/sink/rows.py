@@ -33,10 +33,13 @@ def load_rows(cur, store: ObjectStore, staged: StagedTable) -> int:
     target = qualified(staged.changes.database, staged.changes.table)
     loaded = 0
     for stage in staged.stages:
-        if not stage["load_file"]:
+        if stage.get("load_path"):  # staged by the driver itself: the file is on this machine
+            loaded += load_data(cur, stage["load_path"], target, stage["load_columns"])
+        elif stage["load_file"]:
+            with store.local_copy(stage["load_file"]) as path:
+                loaded += load_data(cur, path, target, stage["load_columns"])
+        else:
             continue
-        with store.local_copy(stage["load_file"]) as path:
-            loaded += load_data(cur, path, target, stage["load_columns"])
         try:
             check_load_warnings(cur, target)
         except LoadWarningsError as exc:

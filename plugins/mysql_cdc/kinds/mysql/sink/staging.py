@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from itertools import chain
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -56,6 +58,7 @@ PARTITION = "__mcdc_part"  # the Spark partition id, added by the job so the tas
 RESULT_SCHEMA = pa.schema([
     ("stage", pa.string()),  # staging table of the partition's removals, or null
     ("load_file", pa.string()),  # store key of the partition's load file, or null
+    ("load_path", pa.string()),  # or its path on the driver's disk (a table the driver staged itself)
     ("load_columns", pa.string()),  # the LOAD DATA column list the file was written for
     ("rows", pa.int64()), ("inserts", pa.int64()), ("upserts", pa.int64()), ("deletes", pa.int64()),
     ("loaded", pa.int64()),  # rows the task loaded into ``StagePlan.load_into`` itself
@@ -174,9 +177,17 @@ class _EncodedFile:
     def close(self) -> None:
         self.fh.close()
 
+    def keep(self, path: Path) -> str:
+        """Move the file to ``path`` (its owner removes it from there); returns the path."""
+        self.fh.close()
+        shutil.move(self.path, path)
+        self.path = None
+        return str(path)
+
     def remove(self) -> None:
         self.fh.close()
-        os.unlink(self.path)
+        if self.path is not None:
+            os.unlink(self.path)
 
 
 def _count(ops: pa.Array, op: str) -> int:
@@ -223,14 +234,16 @@ def _stage_removals(conn, plan: StagePlan, name: str, removals: _EncodedFile) ->
         raise StagingError(f"staging table {name}: loaded {loaded} rows, expected {removals.rows}")
 
 
-def prepare_partition(plan: StagePlan, partition: int, batches, conn=None, store=None) -> dict:
+def prepare_partition(plan: StagePlan, partition: int, batches, conn=None, keep_in: Path | None = None) -> dict:
     """Split the partition's net rows into its staging table and its load file (see the module
-    docstring); returns the result row the driver applies. ``conn`` (a follower session) and
-    ``store`` (the open batch store): the driver's, to use instead of opening its own."""
+    docstring); returns the result row the driver applies. ``conn``: the driver's follower session,
+    to use instead of opening one. ``keep_in``: the driver's directory for its own load files: the
+    file stays there (``load_path``) for the commit to load, instead of going to the batch store and
+    back (tens of MB for a large table, a PUT and a GET when the store is S3)."""
     removals = _EncodedFile(plan, plan.removal_columns, (COUNT, ROW))
     additions = _EncodedFile(plan, plan.insert_columns)
     counts = dict(rows=0, inserts=0, upserts=0, deletes=0, loaded=0)
-    result = dict(stage=None, load_file=None, load_columns=None)
+    result = dict(stage=None, load_file=None, load_path=None, load_columns=None)
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -253,10 +266,13 @@ def prepare_partition(plan: StagePlan, partition: int, batches, conn=None, store
                     session.close()
         if additions.rows and plan.load_into:
             counts["loaded"] = _load_additions(plan, additions)
+        elif additions.rows and keep_in is not None:
+            path = keep_in / f"{Path(plan.scratch_dir).name}-part-{partition:05d}.tsv"
+            result.update(load_path=additions.keep(path), load_columns=additions.clause)
         elif additions.rows:
             additions.close()
             key = f"{plan.scratch_dir}/part-{partition:05d}.tsv"
-            (store or plan.storage.open()).put_file(additions.path, key)
+            plan.storage.open().put_file(additions.path, key)
             result.update(load_file=key, load_columns=additions.clause)
     finally:
         removals.remove()
