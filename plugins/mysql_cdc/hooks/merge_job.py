@@ -118,6 +118,11 @@ def submit_arguments(application_args: Sequence[str], inputs: JobInputs, name: s
     return arguments
 
 
+def read_outcome(path: Path) -> JobOutcome | None:
+    """The job's outcome file, if it wrote one (a job killed outright writes none)."""
+    return JobOutcome.from_json(path.read_text()) if path.is_file() else None
+
+
 JOB_PROPERTY_PREFIX = "spark.mysql_cdc."  # the Spark properties the merge job itself reads
 
 
@@ -278,9 +283,9 @@ class MergeJobHook(BaseHook):
             try:
                 self._spark_submit(MERGE_JOB, manifest_arguments(manifest_uris), inputs, name, conf)
             except Exception as exc:
-                outcome = JobOutcome.from_json(outcome_file.read_text()) if outcome_file.is_file() else None
-                raise MergeJobError.of(outcome, exc) from None
-            submitted = JobOutcome.from_json(outcome_file.read_text()).summaries if outcome_file.is_file() else []
+                raise MergeJobError.of(read_outcome(outcome_file), exc) from None
+            outcome = read_outcome(outcome_file)
+            submitted = outcome.summaries if outcome is not None else []
             done = {s.batch_id for s in applied}  # applied without Spark: Spark's run found them applied
             return applied + [s for s in submitted if s.batch_id not in done]
 
@@ -310,7 +315,7 @@ class MergeJobHook(BaseHook):
         for line in self.job_here.stdout:
             self.log.info("%s", line.rstrip())
         returncode = self.job_here.wait()
-        outcome = JobOutcome.from_json(outcome_file.read_text()) if outcome_file.is_file() else None
+        outcome = read_outcome(outcome_file)
         outcome_file.unlink(missing_ok=True)  # a submit after a refusal writes its own
         if returncode == 0 and outcome is not None:
             return outcome
