@@ -1,7 +1,7 @@
 """Type stub of mysql-cdc's compiled core (``native/src``, Rust through PyO3).
 
 Imported only through ``mysql_cdc.native_core``; its callers are ``mysql_cdc.capture.native``
-(the row decoders) and ``mysql_cdc.merge.compiled_read`` (the Parquet reader).
+(the row decoders and the event framer) and ``mysql_cdc.merge.compiled_read`` (the Parquet reader).
 """
 
 from typing import Any, Sequence
@@ -57,6 +57,20 @@ class ResultRowsDecoder:
     @property
     def rows(self) -> int: ...
     def take(self) -> DecodedRows: ...
+
+class EventFrames:
+    """The binlog dump's packets cut into events; ``seq`` the next packet's sequence number."""
+
+    def __init__(self, seq: int) -> None: ...
+    def feed(self, data: bytes) -> list[tuple[int, int, int, int, bytes]]:
+        """The events ``data`` completes: ``(type, timestamp, log_pos, size, event)``, ``event``
+        the server's bytes (header, body, checksum)."""
+    @property
+    def done(self) -> bool: ...
+    @property
+    def error(self) -> bytes | None: ...
+    @property
+    def seq(self) -> int: ...
 
 def read_files(files: Sequence[memoryview], columns: Sequence[list[str]], threads: int) -> list[DecodedRows]:
     """Each whole Parquet file, its columns ``columns[i]``, on ``threads`` threads."""

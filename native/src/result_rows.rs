@@ -15,11 +15,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::builders::ColumnBuilder;
+use crate::packets::Packets;
 use crate::plan::ColumnPlan;
 use crate::rows::DecodedRows;
 use crate::DecodeError;
 
-const MAX_PAYLOAD: usize = 0xFF_FFFF;
 const NULL: u8 = 0xFB;
 
 /// (reason, column index or -1, message), as `RowsDecoder` reports them
@@ -40,12 +40,13 @@ enum End {
 pub struct ResultRowsDecoder {
     names: Vec<String>,
     plans: Vec<ColumnPlan>,
+    packets: Packets,
+    rows: RowBatch,
+}
+
+/// The rows parsed since the last take, and how the result set ended.
+struct RowBatch {
     builders: Vec<ColumnBuilder>,
-    /// bytes received and not yet parsed: the start of a packet still arriving
-    pending: Vec<u8>,
-    /// a payload over several packets, gathered until its last packet
-    long_payload: Vec<u8>,
-    seq: u8,
     count: usize,
     /// row bytes parsed since the last take
     bytes: usize,
@@ -81,7 +82,7 @@ fn value<'a>(row: &mut &'a [u8]) -> Result<Option<&'a [u8]>, RowsError> {
     Ok(Some(text))
 }
 
-impl ResultRowsDecoder {
+impl RowBatch {
     fn row(&mut self, mut payload: &[u8]) -> Result<(), RowsError> {
         for (i, builder) in self.builders.iter_mut().enumerate() {
             match value(&mut payload)? {
@@ -119,45 +120,23 @@ impl ResultRowsDecoder {
         self.count >= self.batch_rows || self.bytes >= self.batch_bytes
     }
 
+}
+
+impl ResultRowsDecoder {
     fn feed_bytes(&mut self, data: &[u8]) -> Result<(), RowsError> {
-        self.pending.extend_from_slice(data);
-        let pending = std::mem::take(&mut self.pending);
-        let mut at = 0;
-        let result = loop {
-            if self.end.is_some() {
-                if at < pending.len() {
-                    break Err(protocol(format!("{} bytes after the end of the result set", pending.len() - at)));
-                }
-                break Ok(());
+        self.packets.extend(data);
+        while self.rows.end.is_none() && !self.rows.is_full() {
+            match self.packets.next_payload().map_err(protocol)? {
+                Some(payload) => self.rows.payload(payload)?,
+                None => return Ok(()),
             }
-            if self.is_full() {
-                break Ok(());
+        }
+        match self.packets.unread() {
+            unread if unread > 0 && self.rows.end.is_some() => {
+                Err(protocol(format!("{unread} bytes after the end of the result set")))
             }
-            let Some(header) = pending.get(at..at + 4) else { break Ok(()) };
-            let length = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
-            let Some(body) = pending.get(at + 4..at + 4 + length) else { break Ok(()) };
-            if header[3] != self.seq {
-                break Err(protocol(format!("packet sequence number {} where {} was due", header[3], self.seq)));
-            }
-            self.seq = self.seq.wrapping_add(1);
-            at += 4 + length;
-            let step = if length == MAX_PAYLOAD || !self.long_payload.is_empty() {
-                self.long_payload.extend_from_slice(body);
-                if length == MAX_PAYLOAD {
-                    continue; // the payload goes on in the next packet
-                }
-                let whole = std::mem::take(&mut self.long_payload);
-                self.payload(&whole)
-            } else {
-                self.payload(body)
-            };
-            if let Err(e) = step {
-                break Err(e);
-            }
-        };
-        self.pending = pending;
-        self.pending.drain(..at);
-        result
+            _ => Ok(()),
+        }
     }
 }
 
@@ -175,19 +154,8 @@ impl ResultRowsDecoder {
             plans.push(ColumnPlan::from_python(&column.get_slice(1, 4).into_any())?);
         }
         let builders = plans.iter().map(|p| ColumnBuilder::new(p.clone(), false)).collect();
-        Ok(ResultRowsDecoder {
-            names,
-            plans,
-            builders,
-            pending: Vec::new(),
-            long_payload: Vec::new(),
-            seq,
-            count: 0,
-            bytes: 0,
-            batch_rows,
-            batch_bytes,
-            end: None,
-        })
+        let rows = RowBatch { builders, count: 0, bytes: 0, batch_rows, batch_bytes, end: None };
+        Ok(ResultRowsDecoder { names, plans, packets: Packets::new(seq), rows })
     }
 
     /// Parse `data`, the next bytes the connection received (and what an earlier call left when
@@ -200,19 +168,19 @@ impl ResultRowsDecoder {
     /// Whether the batch is full: take it, then `feed(b"")` to go on with the bytes kept.
     #[getter]
     fn full(&self) -> bool {
-        self.is_full()
+        self.rows.is_full()
     }
 
     /// Whether the result set's last packet has been parsed.
     #[getter]
     fn done(&self) -> bool {
-        self.end.is_some()
+        self.rows.end.is_some()
     }
 
     /// The ERR packet that ended the result set, whole, or None.
     #[getter]
     fn error<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        match &self.end {
+        match &self.rows.end {
             Some(End::Error(packet)) => Some(PyBytes::new(py, packet)),
             _ => None,
         }
@@ -221,7 +189,7 @@ impl ResultRowsDecoder {
     /// The EOF packet's status flags (0 before the end, or after an error).
     #[getter]
     fn status(&self) -> u16 {
-        match self.end {
+        match self.rows.end {
             Some(End::Rows { status }) => status,
             _ => 0,
         }
@@ -230,20 +198,20 @@ impl ResultRowsDecoder {
     /// The sequence number the connection's next packet would carry.
     #[getter]
     fn seq(&self) -> u8 {
-        self.seq
+        self.packets.seq
     }
 
     /// Rows parsed and not taken yet.
     #[getter]
     fn rows(&self) -> usize {
-        self.count
+        self.rows.count
     }
 
     /// The rows parsed so far, as a struct array of the columns; starts afresh.
     fn take(&mut self) -> DecodedRows {
         let fields: Vec<Field> = self.names.iter().zip(&self.plans).map(|(n, p)| Field::new(n, p.data_type(), true)).collect();
-        let arrays: Vec<ArrayRef> = self.builders.iter_mut().map(ColumnBuilder::finish).collect();
-        (self.count, self.bytes) = (0, 0);
+        let arrays: Vec<ArrayRef> = self.rows.builders.iter_mut().map(ColumnBuilder::finish).collect();
+        (self.rows.count, self.rows.bytes) = (0, 0);
         DecodedRows::new(StructArray::new(fields.into(), arrays, None))
     }
 }
@@ -251,30 +219,13 @@ impl ResultRowsDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
-        let mut bytes = (payload.len() as u32).to_le_bytes()[..3].to_vec();
-        bytes.push(seq);
-        bytes.extend_from_slice(payload);
-        bytes
-    }
+    use crate::packets::packet;
 
     fn decoder(plans: Vec<ColumnPlan>) -> ResultRowsDecoder {
         let names = (0..plans.len()).map(|i| format!("c{i}")).collect();
         let builders = plans.iter().map(|p| ColumnBuilder::new(p.clone(), false)).collect();
-        ResultRowsDecoder {
-            names,
-            plans,
-            builders,
-            pending: vec![],
-            long_payload: vec![],
-            seq: 3,
-            count: 0,
-            bytes: 0,
-            batch_rows: usize::MAX,
-            batch_bytes: usize::MAX,
-            end: None,
-        }
+        let rows = RowBatch { builders, count: 0, bytes: 0, batch_rows: usize::MAX, batch_bytes: usize::MAX, end: None };
+        ResultRowsDecoder { names, plans, packets: Packets::new(3), rows }
     }
 
     #[test]
@@ -286,9 +237,9 @@ mod tests {
             let mut d = decoder(vec![ColumnPlan::Int64, ColumnPlan::Text]);
             d.feed_bytes(&stream[..cut]).unwrap();
             d.feed_bytes(&stream[cut..]).unwrap();
-            assert_eq!(d.count, 2, "cut at {cut}");
-            assert!(matches!(d.end, Some(End::Rows { status: 0x22 })));
-            assert_eq!(d.seq, 6);
+            assert_eq!(d.rows.count, 2, "cut at {cut}");
+            assert!(matches!(d.rows.end, Some(End::Rows { status: 0x22 })));
+            assert_eq!(d.packets.seq, 6);
         }
     }
 
@@ -300,16 +251,17 @@ mod tests {
         }
         stream.extend(packet(6, b"\xfe\x00\x00\x02\x00"));
         let mut d = decoder(vec![ColumnPlan::Int64]);
-        d.batch_rows = 2;
+        d.rows.batch_rows = 2;
         d.feed_bytes(&stream).unwrap();
-        assert_eq!((d.count, d.is_full(), d.end.is_some()), (2, true, false));
+        assert_eq!((d.rows.count, d.rows.is_full(), d.rows.end.is_some()), (2, true, false));
         d.take();
         d.feed_bytes(b"").unwrap();
-        assert_eq!((d.count, d.end.is_some()), (1, true));
+        assert_eq!((d.rows.count, d.rows.end.is_some()), (1, true));
     }
 
     #[test]
     fn a_payload_over_several_packets_is_one_row() {
+        use crate::packets::MAX_PAYLOAD;
         let mut row = vec![0xFE];
         row.extend((MAX_PAYLOAD as u64 + 10).to_le_bytes());
         row.resize(9 + MAX_PAYLOAD + 10, b'y');
@@ -318,7 +270,7 @@ mod tests {
         stream.extend(packet(5, b"\xfe\x00\x00\x02\x00"));
         let mut d = decoder(vec![ColumnPlan::Binary]);
         d.feed_bytes(&stream).unwrap();
-        assert_eq!((d.count, d.end.is_some()), (1, true));
+        assert_eq!((d.rows.count, d.rows.end.is_some()), (1, true));
         let rows = d.take();
         assert_eq!(rows.array.as_ref().map(|a| a.len()), Some(1));
     }
@@ -329,14 +281,14 @@ mod tests {
         row.extend(std::iter::repeat(b'x').take(300));
         let mut d = decoder(vec![ColumnPlan::Text]);
         d.feed_bytes(&packet(3, &row)).unwrap();
-        assert_eq!((d.count, d.end.is_none()), (1, true));
+        assert_eq!((d.rows.count, d.rows.end.is_none()), (1, true));
     }
 
     #[test]
     fn an_error_packet_ends_the_rows_and_out_of_order_packets_stop() {
         let mut d = decoder(vec![ColumnPlan::Int64]);
         d.feed_bytes(&packet(3, b"\xff\x7a\x04#HY000boom")).unwrap();
-        assert!(matches!(&d.end, Some(End::Error(p)) if p.len() == 13));
+        assert!(matches!(&d.rows.end, Some(End::Error(p)) if p.len() == 13));
         let mut d = decoder(vec![ColumnPlan::Int64]);
         assert_eq!(d.feed_bytes(&packet(9, b"\x011")).unwrap_err().0, "protocol");
     }

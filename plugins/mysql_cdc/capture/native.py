@@ -1,9 +1,10 @@
 """The compiled row decoder (``native/``, Rust through PyO3) behind the API capture uses.
 
-This module is its only caller. The compiled part does one narrow thing: the bytes of rows events
-and their table map in, Arrow arrays out, with no Python object per value. mysql-replication still
-reads the stream, frames events, parses table maps and tracks positions; for a table the compiled
-decoder takes, ``BinlogCapture`` never asks the library for the rows.
+This module is the decoders' only caller. The compiled part does one narrow thing: the bytes of
+rows events and their table map in, Arrow arrays out, with no Python object per value.
+mysql-replication still connects, asks for the dump and parses table maps; the events themselves
+are cut by the compiled framer (``stream.binlog_stream``). For a table the compiled decoder takes,
+``BinlogCapture`` never asks the library for the rows.
 
 Which tables it takes: every column needs a ``NativePlan`` (``types.py``, beside the reference
 converter of the same column, so both decoders agree on the Arrow type), and the pipeline's
@@ -72,10 +73,10 @@ class NativeRows:
         self.spec = spec
         self._decoder = require_native().RowsDecoder([(name, *t.native) for name, t in zip(spec.names, spec.types)])
 
-    def push(self, table: NativeTable, event, checksum: bool, where: str) -> int:
-        """Decode one rows event; returns its row count."""
+    def push(self, table: NativeTable, event_type: int, body: bytes, where: str) -> int:
+        """Decode one rows event (its body: no header, no checksum); returns its row count."""
         try:
-            return self._decoder.push(table.table_map, event.packet.event_type, event_body(event, checksum))
+            return self._decoder.push(table.table_map, event_type, body)
         except require_native().DecodeError as exc:
             raise self._error(*exc.args, where) from None
 

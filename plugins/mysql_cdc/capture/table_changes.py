@@ -177,10 +177,10 @@ class TableChangeWriter:
         self.befores.extend(befores if befores is not None else [None] * len(rows))
         self._add_meta(len(rows), op, origin)
 
-    def add_native_event(self, table, event, checksum: bool, op: str, origin: RowsOrigin) -> int:
-        """Decode one rows event with the compiled decoder into this writer's buffer; returns
-        its row count."""
-        n = self.native.push(table, event, checksum, f"{origin.file}:{origin.pos}")
+    def add_native_event(self, table, event_type: int, body: bytes, op: str, origin: RowsOrigin) -> int:
+        """Decode one rows event (its type code, its body without header and checksum) with the
+        compiled decoder into this writer's buffer; returns its row count."""
+        n = self.native.push(table, event_type, body, f"{origin.file}:{origin.pos}")
         self._add_meta(n, op, origin)
         return n
 

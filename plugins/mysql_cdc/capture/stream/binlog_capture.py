@@ -7,6 +7,11 @@ the exact (file, offset) after every event, and whether that offset is a transac
 Both ends of a range must be boundaries: a start or end that falls inside a transaction is
 refused instead of split.
 
+With the compiled framer (``binlog_stream``), the events every transaction repeats (GTIDs, a
+``BEGIN``, a table map already read, rows of a table the compiled decoder reads, XID) are read from
+their bytes by ``handle_frame``, through ``BinlogCapture._FRAME_HANDLERS``; every other event goes
+to the library and then ``handle``, as all do with the library's framing.
+
 Events are dispatched by class through ``BinlogCapture._HANDLERS``, and events mysql-replication
 does not know (``NotImplementedEvent``) by type code through ``BinlogCapture._RAW_HANDLERS``; what is
 in neither table and not on the list of events that carry nothing (``events``) stops the extract. A
@@ -18,9 +23,10 @@ from __future__ import annotations
 
 import logging
 import re
+import struct
 from dataclasses import dataclass
 
-from pymysqlreplication.constants import NONE_SOURCE
+from pymysqlreplication.constants import BINLOG, NONE_SOURCE
 from pymysqlreplication.event import (
     FormatDescriptionEvent,
     GtidEvent,
@@ -131,6 +137,7 @@ class BinlogCapture:
         self.executed = None if start_gtid_set is None else parse_gtid_set(writer.server_flavor, start_gtid_set)
 
         self.file = range_.start.file
+        self._sequence_of = (None, 0)  # (file, its sequence number): the last file's, read once
         self.position = range_.start  # last transaction boundary passed
         self.end_time: int | None = None  # commit time of the last transaction passed
         self.txn: _Transaction | None = None
@@ -144,6 +151,11 @@ class BinlogCapture:
 
     # -- positions ----------------------------------------------------------------------------
 
+    def _file_sequence(self) -> int:
+        if self._sequence_of[0] != self.file:
+            self._sequence_of = (self.file, BinlogPosition(self.file, 4).sequence)
+        return self._sequence_of[1]
+
     def _span(self, event) -> tuple[BinlogPosition, BinlogPosition]:
         after = event.packet.log_pos
         return BinlogPosition(self.file, after - event.packet.event_size), BinlogPosition(self.file, after)
@@ -153,7 +165,7 @@ class BinlogCapture:
         return self.txn is None
 
     def done(self) -> bool:
-        if not self.at_boundary or self.position < self.range.end:
+        if self.txn is not None or self.position < self.range.end:
             return False
         if self.position != self.range.end:
             raise CaptureError(
@@ -194,6 +206,72 @@ class BinlogCapture:
                     raise UnknownEventError(event.packet.event_type, start, self.writer.server_flavor)
                 handler = BinlogCapture._on_other
         handler(self, event, start, after)
+
+    # -- framed events (native framing: binlog_stream.BinlogReader) ----------------------------
+
+    def handle_frame(self, code: int, timestamp: int, log_pos: int, size: int, event_bytes: bytes) -> bool:
+        """Handle one event as the compiled framer cut it, when it is a kind every transaction
+        repeats and the capture reads itself. False: the library must read it (``handle`` its
+        event object), as every other kind, a range's first event and made-up events are."""
+        handler = self._FRAME_HANDLERS.get(code)
+        if handler is None or self.first_event or log_pos == 0:
+            return False
+        # (a handler makes the positions it needs: most events need one or none)
+        return handler(self, code, timestamp, log_pos, size, event_bytes)
+
+    def _frame_body(self, event_bytes: bytes) -> bytes:
+        return event_bytes[HEADER_SIZE:len(event_bytes) - CHECKSUM_SIZE if self.inflater.checksum else None]
+
+    def _frame_rows(self, code, timestamp, log_pos, size, event_bytes) -> bool:
+        table_id = int.from_bytes(event_bytes[HEADER_SIZE:HEADER_SIZE + 6], "little")
+        if table_id not in self.tables:
+            return False  # the library's reading stops on it as it does
+        spec = self.tables[table_id]
+        if spec is None:
+            return True  # not captured
+        native = self.native_tables.get(table_id)
+        if native is None:
+            return False  # the reference decoder's table: the library reads its rows
+        start, after = BinlogPosition(self.file, log_pos - size), BinlogPosition(self.file, log_pos)
+        self._native_rows(spec, native, code, self._frame_body(event_bytes), size, start, after)
+        return True
+
+    def _frame_table_map(self, code, timestamp, log_pos, size, event_bytes) -> bool:
+        # with freeze_schema the library drops the map of a table id it has read (see BinlogReader)
+        table_id = int.from_bytes(event_bytes[HEADER_SIZE:HEADER_SIZE + 6], "little")
+        return table_id in self.inflater.stream.table_map
+
+    def _frame_xid(self, code, timestamp, log_pos, size, event_bytes) -> bool:
+        self._end_transaction(timestamp, BinlogPosition(self.file, log_pos))
+        return True
+
+    def _frame_mariadb_gtid(self, code, timestamp, log_pos, size, event_bytes) -> bool:
+        # body: sequence number (8), domain id (4), flags (1); the server id is the header's
+        seq_no, domain, flags = struct.unpack_from("<QIB", event_bytes, HEADER_SIZE)
+        server_id = struct.unpack_from("<I", event_bytes, 5)[0]
+        self.txn = _Transaction(start=BinlogPosition(self.file, log_pos - size), gtid=f"{domain}-{server_id}-{seq_no}",
+                                timestamp=timestamp,
+                                ends_with_statement=bool(flags & _MARIADB_FL_STANDALONE))
+        return True
+
+    def _frame_gtid(self, code, timestamp, log_pos, size, event_bytes) -> bool:
+        # body: flags (1), source uuid (16), transaction number (8)
+        sid = event_bytes[HEADER_SIZE + 1:HEADER_SIZE + 17].hex()
+        gno = struct.unpack_from("<Q", event_bytes, HEADER_SIZE + 17)[0]
+        gtid = f"{sid[:8]}-{sid[8:12]}-{sid[12:16]}-{sid[16:20]}-{sid[20:]}:{gno}"
+        self.txn = _Transaction(start=BinlogPosition(self.file, log_pos - size), gtid=gtid, timestamp=timestamp)
+        return True
+
+    def _frame_query(self, code, timestamp, log_pos, size, event_bytes) -> bool:
+        # only a BEGIN (MySQL's every transaction): post-header thread id (4), seconds (4),
+        # database name length (1), error code (2), status variables length (2)
+        body = self._frame_body(event_bytes)
+        db_len = body[8]
+        status_len = int.from_bytes(body[11:13], "little")
+        if body[13 + status_len + db_len + 1:] != b"BEGIN":
+            return False
+        self._begin_implicit(timestamp, BinlogPosition(self.file, log_pos - size)).ends_with_statement = False
+        return True
 
     def _check_starts_transaction(self, event, start: BinlogPosition) -> None:
         self.first_event = False
@@ -270,16 +348,16 @@ class BinlogCapture:
         self.txn = _Transaction(start=start, gtid=event.gtid, timestamp=event.timestamp,
                                 ends_with_statement=standalone)
 
-    def _begin_implicit(self, event, start) -> _Transaction:
+    def _begin_implicit(self, timestamp: int, start) -> _Transaction:
         # MySQL without GTIDs (or anonymous GTIDs not decoded): BEGIN/DDL opens the transaction
         if self.txn is None:
-            self.txn = _Transaction(start=start, gtid=None, timestamp=event.timestamp)
+            self.txn = _Transaction(start=start, gtid=None, timestamp=timestamp)
         return self.txn
 
-    def _end_transaction(self, event, after: BinlogPosition) -> None:
+    def _end_transaction(self, timestamp: int, after: BinlogPosition) -> None:
         # the event that ends a transaction carries its commit time (a GTID or BEGIN event only
         # when the transaction started); the batch's end_time is the last one
-        self.end_time = event.timestamp
+        self.end_time = timestamp
         if self.txn and self.txn.gtid:
             self.last_gtid = self.txn.gtid
             if self.executed is not None:
@@ -288,17 +366,17 @@ class BinlogCapture:
         self.position = after
 
     def _on_xid(self, event, start, after) -> None:
-        self._end_transaction(event, after)
+        self._end_transaction(event.timestamp, after)
 
     def _on_query(self, event: QueryEvent, start, after) -> None:
         query = event.query.strip() if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
         schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")
         head = query.split(None, 1)[0].upper() if query else ""
         if head == "BEGIN":
-            self._begin_implicit(event, start).ends_with_statement = False
+            self._begin_implicit(event.timestamp, start).ends_with_statement = False
             return
         if head in ("COMMIT", "ROLLBACK"):
-            self._end_transaction(event, after)
+            self._end_transaction(event.timestamp, after)
             return
         if head in _DML_VERBS:
             target = dml_target(query, schema)
@@ -315,12 +393,12 @@ class BinlogCapture:
             parsed = parse_statement(query, schema)
         except UnparseableDdl as exc:
             raise CaptureError(f"at {start}: {exc}") from None
-        txn = self._begin_implicit(event, start)
+        txn = self._begin_implicit(event.timestamp, start)
         if parsed.is_ddl and any(self.filter.captures(t) for t in parsed.targets):
             self._emit_ddl(parsed, query, schema, txn, after)
         # MySQL 8 logs an atomic CREATE TABLE … SELECT as "CREATE TABLE … START TRANSACTION" + rows
         if txn.ends_with_statement and not query.rstrip().upper().endswith("START TRANSACTION"):
-            self._end_transaction(event, after)  # DDL and account statements commit on their own
+            self._end_transaction(event.timestamp, after)  # DDL and account statements commit on their own
 
     def _on_table_map(self, event: TableMapEvent, start, after) -> None:
         if not self.filter.captures_table(event.schema, event.table):
@@ -375,6 +453,11 @@ class BinlogCapture:
         copied = self.positions.copied_at(*table)
         return copied is not None and after <= copied
 
+    def _copy_holds(self, spec: TableSpec, after: BinlogPosition) -> bool:
+        """A copy of this captured table (a snapshot at or after this event's end) holds the event's effect."""
+        copied = self.positions.copied_at(spec.database, spec.table)
+        return copied is not None and after <= copied
+
     def _on_partial_rows(self, event, start, after) -> None:
         # binlog_row_value_options=PARTIAL_JSON: the update carries only the changed parts of JSON
         # documents, not the rows. Refused, unless the table is not ours or its copy (the
@@ -387,24 +470,35 @@ class BinlogCapture:
         spec = self.tables.get(event.table_id)
         if spec is None:
             return  # not captured (or its table map was filtered)
-        if self._settled((spec.database, spec.table), after):
+        native = self.native_tables.get(event.table_id)
+        if native is not None:
+            body = event_body(event, self._inflater(event).checksum)
+            self._native_rows(spec, native, event.packet.event_type, body, event.packet.event_size, start, after)
+            return
+        if self._copy_holds(spec, after):
             return  # its copy holds these rows (even ones a partial row image could not carry)
+        writer, origin = self._rows_origin(spec, start, event.packet.event_size)
+        op, rows, befores = self._ROW_READERS[type(event)](self, event, spec)
+        writer.add_event(op, rows, befores, origin)
+        self.rows_at = (start, origin.first_index + len(rows))
+
+    def _native_rows(self, spec: TableSpec, native: NativeTable, code: int, body: bytes, event_size: int,
+                     start: BinlogPosition, after: BinlogPosition) -> None:
+        """A rows event of a table the compiled decoder reads: its body (no header, no checksum)."""
+        if self._copy_holds(spec, after):
+            return
+        writer, origin = self._rows_origin(spec, start, event_size)
+        n = writer.add_native_event(native, code, body, self._ROWS_OPS[code], origin)
+        self.rows_at = (start, origin.first_index + n)
+
+    def _rows_origin(self, spec: TableSpec, start: BinlogPosition, event_size: int) -> tuple[TableChangeWriter, RowsOrigin]:
         if self.txn is None:
             raise CaptureError(f"rows event at {start} outside any transaction")
         writer = self._writer_for(spec, start)
         at, first_index = self.rows_at
         first_index = first_index if at == start else 0
-        origin = RowsOrigin(self.file, start.sequence, start.offset, self.txn.timestamp, self.txn.gtid,
-                            str(self.txn.start), event.packet.event_size, first_index)
-        native = self.native_tables.get(event.table_id)
-        if native is not None:
-            n = writer.add_native_event(native, event, self._inflater(event).checksum, self._NATIVE_OPS[type(event)],
-                                        origin)
-        else:
-            op, rows, befores = self._ROW_READERS[type(event)](self, event, spec)
-            writer.add_event(op, rows, befores, origin)
-            n = len(rows)
-        self.rows_at = (start, first_index + n)
+        return writer, RowsOrigin(self.file, self._file_sequence(), start.offset, self.txn.timestamp, self.txn.gtid,
+                                  str(self.txn.start), event_size, first_index)
 
     def _read_write_rows(self, event, spec):
         return cr.INSERT, [self._row(r["values"], r["none_sources"], spec) for r in event_rows(event)], None
@@ -418,7 +512,12 @@ class BinlogCapture:
         before = [self._row(r["before_values"], r["before_none_sources"], spec) for r in rows]
         return cr.UPDATE, after, before
 
-    _NATIVE_OPS = {WriteRowsEvent: cr.INSERT, DeleteRowsEvent: cr.DELETE, UpdateRowsEvent: cr.UPDATE}
+    # rows event type codes (v1: MariaDB, v2: MySQL) -> the change they carry
+    _ROWS_OPS = {
+        BINLOG.WRITE_ROWS_EVENT_V1: cr.INSERT, BINLOG.WRITE_ROWS_EVENT_V2: cr.INSERT,
+        BINLOG.UPDATE_ROWS_EVENT_V1: cr.UPDATE, BINLOG.UPDATE_ROWS_EVENT_V2: cr.UPDATE,
+        BINLOG.DELETE_ROWS_EVENT_V1: cr.DELETE, BINLOG.DELETE_ROWS_EVENT_V2: cr.DELETE,
+    }
 
     _ROW_READERS = {
         WriteRowsEvent: _read_write_rows,
@@ -487,6 +586,15 @@ class BinlogCapture:
         UpdateRowsEvent: _on_rows,
         DeleteRowsEvent: _on_rows,
         PartialUpdateRowsEvent: _on_partial_rows,
+    }
+    # framed events the capture reads itself, by type code (handle_frame)
+    _FRAME_HANDLERS = {
+        **dict.fromkeys(_ROWS_OPS, _frame_rows),
+        BINLOG.TABLE_MAP_EVENT: _frame_table_map,
+        BINLOG.XID_EVENT: _frame_xid,
+        BINLOG.MARIADB_GTID_EVENT: _frame_mariadb_gtid,
+        BINLOG.GTID_LOG_EVENT: _frame_gtid,
+        BINLOG.QUERY_EVENT: _frame_query,
     }
     # events mysql-replication does not decode, by type code
     _RAW_HANDLERS = {

@@ -30,6 +30,10 @@ from ..workers import worker_pool
 
 log = logging.getLogger(__name__)
 
+# who frames the binlog's events for each decoder: the compiled core frames for the compiled
+# decoder; the reference decoder keeps the library's framing, the reference for both
+FRAMING_OF = {"native": "native", "python": "library"}
+
 PART_MANIFEST = "part.json"  # what commits a part of a batch (a reader's share, a copy's catch-up)
 
 
@@ -89,12 +93,17 @@ def read_range(read: RangeRead, store: ObjectStore | None = None) -> ChangeBatch
     request = read.request
     with ChangeBatchWriter(store, request.pipeline, request.range, read.limits, read.flavor, read.prefix,
                            read.leader_id, read.manifest_name) as writer, \
-            BinlogReader(read.settings, request.range.start) as reader:
+            BinlogReader(read.settings, request.range.start, framing=FRAMING_OF[read.decoder]) as reader:
         capture = BinlogCapture(writer, request.table_filter, request.start_gtid, reader.inflater, request.positions,
                                 request.start_gtid_set, read.decoder)
         try:
             for event in reader:
-                capture.handle(event)
+                if type(event) is not tuple:
+                    capture.handle(event)
+                elif not capture.handle_frame(*event):  # a framed event the capture does not read itself
+                    library_event = reader.library_event(event[4])
+                    if library_event is not None:  # (None: dropped, as the library's own reading drops it)
+                        capture.handle(library_event)
                 if capture.done():
                     break
             else:
