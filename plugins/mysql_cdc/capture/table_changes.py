@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import quote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -141,6 +142,10 @@ class RollingParquetFiles:
                 os.unlink(self._local)
 
 
+# the metadata every row of one rows event shares (the row index is the row's own)
+_EVENT_FIELDS = (cr.OP, cr.BINLOG_FILE, cr.BINLOG_SEQ, cr.BINLOG_POS, cr.COMMIT_TS, cr.GTID, cr.TXN)
+
+
 class TableChangeWriter:
     """One table's change rows of one segment (after-images, metadata, before-images) into rolling
     Parquet files; ``finish`` gives the segment's ``TableChanges`` entry for the manifest."""
@@ -161,14 +166,11 @@ class TableChangeWriter:
     def _reset_chunk(self) -> None:
         self.rows: list[tuple] = []
         self.befores: list[tuple | None] = []
-        self.ops: list[str] = []
-        self.files_col: list[str] = []
-        self.seqs: list[int] = []
-        self.positions: list[int] = []
-        self.indexes: list[int] = []
-        self.commit_ts: list[int] = []
-        self.gtids: list[str | None] = []
-        self.txns: list[str] = []
+        # per rows event: its _EVENT_FIELDS, its first row's index, its row count (_meta_arrays)
+        self._events: list[tuple] = []
+        self._first_indexes: list[int] = []
+        self._event_rows: list[int] = []
+        self._chunk_rows = 0
         self._chunk_bytes = 0
 
     def add_event(self, op: str, rows: list[tuple], befores: list[tuple] | None, origin: RowsOrigin) -> None:
@@ -185,19 +187,27 @@ class TableChangeWriter:
         return n
 
     def _add_meta(self, n: int, op: str, origin: RowsOrigin) -> None:
-        """Per-event metadata of ``n`` rows, extended in bulk (C loops, not Python)."""
-        self.ops.extend([op] * n)
-        self.files_col.extend([origin.file] * n)
-        self.seqs.extend([origin.seq] * n)
-        self.positions.extend([origin.pos] * n)
-        self.indexes.extend(range(origin.first_index, origin.first_index + n))
-        self.commit_ts.extend([origin.commit_ts] * n)
-        self.gtids.extend([origin.gtid] * n)
-        self.txns.extend([origin.txn] * n)
+        """One rows event's metadata, kept once for its ``n`` rows (_meta_arrays spreads it)."""
+        self._events.append((op, origin.file, origin.seq, origin.pos, origin.commit_ts, origin.gtid, origin.txn))
+        self._first_indexes.append(origin.first_index)
+        self._event_rows.append(n)
+        self._chunk_rows += n
         self._chunk_bytes += origin.event_bytes
         self.row_count += n
-        if len(self.ops) >= self.limits.chunk_rows or self._chunk_bytes >= self.limits.chunk_bytes:
+        if self._chunk_rows >= self.limits.chunk_rows or self._chunk_bytes >= self.limits.chunk_bytes:
             self._flush_chunk()
+
+    def _meta_arrays(self) -> list[pa.Array]:
+        """The chunk's metadata columns, in the schema's order: an array of each event's values,
+        taken once per row of the event; a row's index counts on from its event's first."""
+        counts = np.array(self._event_rows, dtype=np.int64)
+        event_of_row = pa.array(np.repeat(np.arange(len(counts)), counts))
+        firsts = np.cumsum(counts) - counts  # each event's first row in the chunk
+        index = np.repeat(np.array(self._first_indexes, dtype=np.int64) - firsts, counts) + np.arange(self._chunk_rows)
+        columns = {name: pa.array(values, self.schema.field(name).type).take(event_of_row)
+                   for name, values in zip(_EVENT_FIELDS, zip(*self._events))}
+        columns[cr.ROW_INDEX] = pa.array(index, pa.int32())
+        return [columns[f.name] for f in cr.METADATA_FIELDS]
 
     def _columns(self, rows: list[tuple]) -> list[list]:
         columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in self.spec.names]
@@ -222,20 +232,10 @@ class TableChangeWriter:
 
     def _record_batch(self) -> pa.RecordBatch:
         arrays, before = self.native.take(self.schema) if self.native else self._python_arrays()
-        meta = [
-            pa.array(self.ops, pa.string()),
-            pa.array(self.files_col, pa.string()),
-            pa.array(self.seqs, pa.int64()),
-            pa.array(self.positions, pa.int64()),
-            pa.array(self.indexes, pa.int32()),
-            pa.array(self.commit_ts, pa.timestamp("s", tz="UTC")),
-            pa.array(self.gtids, pa.string()),
-            pa.array(self.txns, pa.string()),
-        ]
-        return pa.RecordBatch.from_arrays([*arrays, *meta, before], schema=self.schema)
+        return pa.RecordBatch.from_arrays([*arrays, *self._meta_arrays(), before], schema=self.schema)
 
     def _flush_chunk(self) -> None:
-        if not self.ops:
+        if not self._chunk_rows:
             return
         batch = self._record_batch()
         self._reset_chunk()
