@@ -31,6 +31,7 @@ from ..native import require_native
 
 FRAMINGS = ("native", "library")
 _READ_BYTES = 1 << 20  # what one read of the socket asks for
+_LOST = "Lost connection to MySQL server during the binlog dump"
 # the stream's private setting a format description changes (as fetchone does), looked up by name
 _POST_HEADER_LENGTHS = "_BinLogStreamReader__post_header_lengths"
 
@@ -108,9 +109,9 @@ class BinlogReader:
                 try:
                     data = conn._rfile.read1(_READ_BYTES)
                 except OSError as exc:  # as PyMySQL reports a failed read
-                    raise pymysql.err.OperationalError(2013, f"Lost connection to MySQL server during the binlog dump ({exc})") from exc
+                    raise pymysql.err.OperationalError(2013, f"{_LOST} ({exc})") from exc
                 if not data:
-                    raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during the binlog dump")
+                    raise pymysql.err.OperationalError(2013, _LOST)
                 try:
                     events = frames.feed(data)
                 except native.DecodeError as exc:
