@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pymysql
 import pytest
 
-from mysql_cdc.capture.events import LeaderUnreachableError
 from mysql_cdc.capture.stream import extract
 from mysql_cdc.capture.stream.binlog_capture import BinlogCapture
 from mysql_cdc.capture.stream.binlog_stream import BinlogReader
@@ -206,24 +205,45 @@ def test_the_compiled_framer_and_the_library_give_the_same_batch(server, request
         assert (0x21 if server.startswith("mysql") else 0xA2) in handled  # the flavour's GTID event
 
 
-def test_a_connection_lost_inside_the_dump_is_a_retry_not_a_short_batch(leader, leader_user, unique_name):
-    """The leader drops the dump while events are on their way: the read fails as unreachable
-    (the task's retry reads the range again), never ends as if the binlog had."""
-    settings = MySQLSettings(**leader_user)
-    start = leader_position(settings)
-    leader.run_sql([f"CREATE DATABASE {unique_name}"])
-    leader.run_sql(["CREATE TABLE t (id INT PRIMARY KEY, pad TEXT)",
-                    "INSERT INTO t SELECT seq, REPEAT('x', 100) FROM seq_1_to_300000"], database=unique_name)
+def _framed_events(settings, start, end, kill_after: int | None = None) -> list[tuple]:
+    """(file, type, end position, size) of every framed event from ``start`` to ``end``, the made-up
+    events of each connection left out; the dump's connection killed after ``kill_after`` of them."""
     killer = settings.connect()
-    events = 0
+    events, file = [], None
     try:
         with BinlogReader(settings, start, framing="native") as reader:
-            with pytest.raises(LeaderUnreachableError, match="the task's retry reads the range again"):
-                for item in reader:
-                    events += 1
-                    if events == 2:  # the first framed event: 33 MB of binlog are still to come
-                        with killer.cursor() as cur:
-                            cur.execute(f"KILL CONNECTION {reader.stream._stream_connection.thread_id()}")
+            for item in reader:
+                if type(item) is not tuple:  # the library's event: the first of each connection
+                    file = getattr(item, "next_binlog", file)
+                    continue
+                if item[2] == 0:  # a made-up format description follows each connection's rotate
+                    continue
+                events.append((file, item[0], item[2], item[3]))
+                if len(events) == kill_after:
+                    with killer.cursor() as cur:
+                        cur.execute(f"KILL CONNECTION {reader.stream._stream_connection.thread_id()}")
+                if (file, item[2]) == (end.file, end.offset):
+                    break
     finally:
         killer.close()
-    assert events > 1
+    return events
+
+
+def test_a_dump_connection_killed_midway_is_read_again_from_the_last_event(leader, leader_user, unique_name, caplog):
+    """The leader drops the dump while events are on their way (its connection killed): the reader
+    reconnects from the last event it read, as mysql-replication's own reading does, and the
+    range's events arrive as they do without the kill: each once, in order, none skipped."""
+    settings = MySQLSettings(**leader_user)
+    leader.run_sql([f"CREATE DATABASE {unique_name}"])
+    start = leader_position(settings)
+    leader.run_sql(["CREATE TABLE t (id INT PRIMARY KEY, pad TEXT)",
+                    "INSERT INTO t SELECT seq, REPEAT('x', 100) FROM seq_1_to_300000"], database=unique_name)
+    end = leader_position(settings)
+    caplog.set_level("WARNING", logger="mysql_cdc.capture.stream.binlog_stream")
+
+    whole = _framed_events(settings, start, end)
+    killed = _framed_events(settings, start, end, kill_after=3)  # 33 MB of binlog still to come
+
+    assert any("the leader's binlog dump was lost after" in r.getMessage() for r in caplog.records)
+    assert len(whole) > 100 and whole[-1][2] == end.offset
+    assert killed == whole

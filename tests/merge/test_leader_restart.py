@@ -102,17 +102,22 @@ def test_a_range_across_a_restart_reads_each_table_with_its_own_map(pipeline, cr
 
 def restart_after(monkeypatch, events: int, restart) -> threading.Event:
     """Run ``restart()`` once, in the reading thread, after the capture has handled ``events``
-    events of a range; the returned event is set once it has run."""
-    handle, seen, done = BinlogCapture.handle, [0], threading.Event()
+    events of a range (framed by the compiled framer or by the library); the returned event is set
+    once it has run."""
+    seen, done = [0], threading.Event()
 
-    def counting(self, event):
-        handle(self, event)
-        seen[0] += 1
-        if seen[0] == events and not done.is_set():
-            restart()
-            done.set()
+    def counting(handle):
+        def handled(self, *event):
+            result = handle(self, *event)
+            seen[0] += 1
+            if seen[0] == events and not done.is_set():
+                restart()
+                done.set()
+            return result
+        return handled
 
-    monkeypatch.setattr(BinlogCapture, "handle", counting)
+    monkeypatch.setattr(BinlogCapture, "handle", counting(BinlogCapture.handle))
+    monkeypatch.setattr(BinlogCapture, "handle_frame", counting(BinlogCapture.handle_frame))
     return done
 
 
@@ -124,13 +129,15 @@ def wide_rows(db: str, first: int, count: int) -> list[str]:
             for lo in range(first, first + count, 500)]
 
 
+@pytest.mark.parametrize("decoder", ["native", "python"])
 @pytest.mark.parametrize("crash", [False, True], ids=["clean-restart", "crash"])
-def test_a_restart_in_the_middle_of_a_binlog_read(pipeline, spark, monkeypatch, caplog, crash):
-    """Clean: the server is back before the reader notices; mysql-replication reconnects on the lost
-    connection and goes on from the last event it read, and the batch is whole. Crash: the reader
-    notices while the server is down; the extract fails with a lost-connection error that the
-    retry policy counts as transient (Airflow retries the task), and the next try reads the
-    range from the checkpoint. Both: the merge makes the follower equal to the leader."""
+def test_a_restart_in_the_middle_of_a_binlog_read(pipeline, spark, monkeypatch, caplog, crash, decoder):
+    """Clean: the server is back before the reader notices; the reader reconnects on the lost
+    connection and goes on from the last event it read, and the batch is whole (mysql-replication's
+    own reading with the reference decoder, the compiled framer's with the compiled one). Crash:
+    the reader notices while the server is down; the extract fails with a lost-connection error
+    that the retry policy counts as transient (Airflow retries the task), and the next try reads
+    the range from the checkpoint. Both: the merge makes the follower equal to the leader."""
     db, leader = pipeline.database, pipeline.leader
     pipeline.start()
     leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(200))"])
@@ -138,12 +145,13 @@ def test_a_restart_in_the_middle_of_a_binlog_read(pipeline, spark, monkeypatch, 
                                                 f"DELETE FROM {db}.t WHERE id % 997 = 0"])
     end = leader_position(pipeline.leader_settings)
     caplog.set_level(logging.WARNING, logger="pymysqlreplication.binlogstream")
+    caplog.set_level(logging.WARNING, logger="mysql_cdc.capture.stream.binlog_stream")
     if crash:
         # killed, and not back until the reader has failed
         restarted = restart_after(monkeypatch, 50, leader.kill)
         try:
             with pytest.raises(Exception) as lost:
-                pipeline.extract(pipeline.position, end)
+                pipeline.extract(pipeline.position, end, ExtractOptions(workers=1, decoder=decoder))
         finally:
             leader.start_again()
         assert restarted.is_set()
@@ -151,12 +159,14 @@ def test_a_restart_in_the_middle_of_a_binlog_read(pipeline, spark, monkeypatch, 
         assert f"reading the leader's binlog from {pipeline.position} failed" in str(lost.value)
         assert "is unreachable (restarting?)" in str(lost.value)
         monkeypatch.undo()
-        batch = pipeline.extract(pipeline.position, end)
+        batch = pipeline.extract(pipeline.position, end, ExtractOptions(workers=1, decoder=decoder))
     else:
         restarted = restart_after(monkeypatch, 50, leader.restart)
-        batch = pipeline.extract(pipeline.position, end)
+        batch = pipeline.extract(pipeline.position, end, ExtractOptions(workers=1, decoder=decoder))
         assert restarted.is_set()
-        assert any("Re-request the connection" in r.getMessage() for r in caplog.records)  # it did reconnect
+        reconnected = ("Re-request the connection" if decoder == "python"
+                       else "the leader's binlog dump was lost after")
+        assert any(reconnected in r.getMessage() for r in caplog.records)  # it did reconnect
     assert batch.end == end
     run_merge(spark, pipeline.manifest_uri(batch), pipeline.secrets)
     assert_same_database(leader, pipeline.follower, db)

@@ -14,6 +14,7 @@ first event. Who frames the rest is the reader's ``framing``:
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 from typing import Iterator
 
@@ -29,11 +30,14 @@ from ...retry_policy import TRANSIENT_SERVER_ERRORS, server_error_code
 from ..events import CaptureError, LeaderUnreachableError
 from ..native import require_native
 
+log = logging.getLogger(__name__)
+
 FRAMINGS = ("native", "library")
 _READ_BYTES = 1 << 20  # what one read of the socket asks for
-_LOST = "Lost connection to MySQL server during the binlog dump"
-# the stream's private setting a format description changes (as fetchone does), looked up by name
+# the stream's private settings its fetchone changes (a format description; a lost connection),
+# looked up by name: a library upgrade that renames one fails loudly (_private_setting)
 _POST_HEADER_LENGTHS = "_BinLogStreamReader__post_header_lengths"
+_CONNECTED_STREAM = "_BinLogStreamReader__connected_stream"
 
 
 class BinlogReader:
@@ -82,8 +86,8 @@ class BinlogReader:
         self.stream.close()
 
     def __iter__(self) -> Iterator:
-        """The library's events; with native framing, only the first (the dump's made-up rotate),
-        then the framer's tuples."""
+        """The library's events; with native framing, the first one of each connection (the
+        dump's made-up rotate), then the framer's tuples."""
         while True:
             with self._read_errors():
                 event = self.stream.fetchone()
@@ -92,37 +96,55 @@ class BinlogReader:
             if isinstance(event, FormatDescriptionEvent) and event.packet.log_pos != 0:
                 self.forget_table_ids()
             yield event
-            if self.framing == "native":
-                yield from self._frames()
+            if self.framing == "native" and not (yield from self._frames()):
                 return
+            # (native framing lost the connection: the library reconnects from the last event read)
 
     def _frames(self) -> Iterator[tuple]:
-        """The rest of the dump, cut into events by the compiled framer. It reads the bytes
-        PyMySQL's packet reader would read next (its buffer first), so the library must not read
-        this connection again: a lost connection ends the read (the task's retry reads the range
-        again) where the library would have reconnected by itself."""
+        """The rest of the dump, cut into events by the compiled framer; returns True when the
+        connection was lost and the library is to reconnect. The framer reads the bytes PyMySQL's
+        packet reader would read next (its buffer first), so the library never reads this
+        connection again."""
         native = require_native()
         conn = self.stream._stream_connection
         frames = native.EventFrames(conn._next_seq_id)
+        last = None  # the end of the last event read in the stream's file (None: as a rotate set it)
         while not frames.done:
-            with self._read_errors():
-                try:
-                    data = conn._rfile.read1(_READ_BYTES)
-                except OSError as exc:  # as PyMySQL reports a failed read
-                    raise pymysql.err.OperationalError(2013, f"{_LOST} ({exc})") from exc
-                if not data:
-                    raise pymysql.err.OperationalError(2013, _LOST)
-                try:
-                    events = frames.feed(data)
-                except native.DecodeError as exc:
-                    raise CaptureError(f"reading the leader's binlog from {self.start}: the compiled framer cannot cut the "
-                                       f"dump into events ({exc.args[-1]}); set `extract: {{decoder: python}}` to read it "
-                                       "with mysql-replication, and report it") from None
-            yield from events
+            try:
+                data = conn._rfile.read1(_READ_BYTES)
+            except OSError as exc:
+                return self._lost(conn, last, exc)
+            if not data:
+                return self._lost(conn, last, "the server closed it")
+            try:
+                events = frames.feed(data)
+            except native.DecodeError as exc:
+                raise CaptureError(f"reading the leader's binlog from {self.start}: the compiled framer cannot cut the "
+                                   f"dump into events ({exc.args[-1]}); set `extract: {{decoder: python}}` to read it "
+                                   "with mysql-replication, and report it") from None
+            for frame in events:
+                if frame[0] == BINLOG.ROTATE_EVENT:
+                    last = None  # where the next file starts is the rotate's, set by library_event
+                elif frame[2]:
+                    last = frame[2]
+                yield frame
         if frames.error is not None:
             with self._read_errors():
                 pymysql.err.raise_mysql_exception(frames.error)
         conn._next_seq_id = frames.seq
+        return False
+
+    def _lost(self, conn, last: int | None, why) -> bool:
+        """The dump's connection lost: reconnect from the last event read, as mysql-replication's
+        own reading does (its fetchone reconnects when asked for the next event). A leader still
+        away then fails the read (``_read_errors``); the task's retry reads the range again."""
+        log.warning("the leader's binlog dump was lost after %s:%s (%s): reconnecting from there",
+                    self.stream.log_file, last or self.stream.log_pos, why)
+        if last is not None:
+            self.stream.log_pos = last
+        conn._force_close()
+        _private_setting(self.stream, _CONNECTED_STREAM, False)
+        return True
 
     def library_event(self, event_bytes: bytes):
         """The library's event object for one framed event, with the bookkeeping its own reading
@@ -133,14 +155,14 @@ class BinlogReader:
         if event is None:
             return None
         code = event_bytes[4]
-        if code == BINLOG.ROTATE_EVENT and event.timestamp != 0:
-            self.stream.table_map = {}
+        if code == BINLOG.ROTATE_EVENT:
+            # where a reconnection resumes (the stream's own log_pos and log_file, as fetchone keeps them)
+            self.stream.log_pos, self.stream.log_file = event.position, event.next_binlog
+            if event.timestamp != 0:
+                self.stream.table_map = {}
         elif code == BINLOG.FORMAT_DESCRIPTION_EVENT:
-            if not hasattr(self.stream, _POST_HEADER_LENGTHS):
-                raise CaptureError("mysql-replication's BinLogStreamReader keeps its header lengths under another "
-                                   "name: pin the version in requirements.txt")
             self.stream.mysql_version = event.mysql_version
-            setattr(self.stream, _POST_HEADER_LENGTHS, event.post_header_len)
+            _private_setting(self.stream, _POST_HEADER_LENGTHS, event.post_header_len)
             if event.packet.log_pos != 0:
                 self.forget_table_ids()
         return event
@@ -155,8 +177,7 @@ class BinlogReader:
             if tls is not None:
                 raise tls from exc
             if server_error_code(exc) in TRANSIENT_SERVER_ERRORS:
-                # the server away (a restart, a failover; with library framing, still away after
-                # the library's own reconnect): the next try reads again
+                # the server away (a restart, a failover) after a reconnection: the next try reads again
                 raise LeaderUnreachableError(
                     f"reading the leader's binlog from {self.start} failed: {exc.args[-1]}; "
                     f"{self.settings.describe('leader')} is unreachable (restarting?), the task's "
@@ -172,3 +193,11 @@ class BinlogReader:
         event; or not: nothing) never writes; with ``freeze_schema`` it would then keep the map
         of the table that had the id before the restart and decode another table's rows with it."""
         self.stream.table_map = {}
+
+
+def _private_setting(stream, name: str, value) -> None:
+    """Set one of the library stream's private settings its own reading keeps."""
+    if not hasattr(stream, name):
+        raise CaptureError(f"mysql-replication's BinLogStreamReader has no {name!r} any more: pin the version in "
+                           "requirements.txt")
+    setattr(stream, name, value)
