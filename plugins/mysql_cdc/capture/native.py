@@ -23,7 +23,7 @@ import pymysql
 
 from ..contracts import change_row as cr
 from ..native_core import require
-from .stream.compressed import CHECKSUM_SIZE, HEADER_SIZE, raw_event
+from .stream.compressed import body_of, raw_event
 from .events import CaptureError, SnapshotError, partial_image_error, unrepresentable_value_error, zero_date_error
 
 DECODERS = ("native", "python")
@@ -40,8 +40,7 @@ _DATE_CODES = {14: 10}  # MYSQL_TYPE_NEWDATE -> MYSQL_TYPE_DATE
 
 def event_body(event, checksum: bool) -> bytes:
     """The event without its 19-byte header and its checksum: what the compiled decoder reads."""
-    raw = raw_event(event)
-    return raw[HEADER_SIZE:len(raw) - (CHECKSUM_SIZE if checksum else 0)]
+    return body_of(raw_event(event), checksum)
 
 
 class NativeTable:

@@ -46,7 +46,7 @@ from ...contracts import (
 from ...contracts import change_row as cr
 from ..change_batch import ChangeBatchWriter
 from .compressed import (
-    CHECKSUM_SIZE, HEADER_SIZE, MARIADB_COMPRESSED, MYSQL_TRANSACTION_PAYLOAD, EventInflater, raw_event,
+    HEADER_SIZE, MARIADB_COMPRESSED, MYSQL_TRANSACTION_PAYLOAD, EventInflater, body_of,
 )
 from ...contracts.gtid_set import parse_gtid_set
 from ..gtid import GtidDecodeError, tagged_gtid
@@ -219,9 +219,6 @@ class BinlogCapture:
         # (a handler makes the positions it needs: most events need one or none)
         return handler(self, code, timestamp, log_pos, size, event_bytes)
 
-    def _frame_body(self, event_bytes: bytes) -> bytes:
-        return event_bytes[HEADER_SIZE:len(event_bytes) - CHECKSUM_SIZE if self.inflater.checksum else None]
-
     def _frame_rows(self, code, timestamp, log_pos, size, event_bytes) -> bool:
         table_id = int.from_bytes(event_bytes[HEADER_SIZE:HEADER_SIZE + 6], "little")
         if table_id not in self.tables:
@@ -233,7 +230,7 @@ class BinlogCapture:
         if native is None:
             return False  # the reference decoder's table: the library reads its rows
         start, after = BinlogPosition(self.file, log_pos - size), BinlogPosition(self.file, log_pos)
-        self._native_rows(spec, native, code, self._frame_body(event_bytes), size, start, after)
+        self._native_rows(spec, native, code, body_of(event_bytes, self.inflater.checksum), size, start, after)
         return True
 
     def _frame_table_map(self, code, timestamp, log_pos, size, event_bytes) -> bool:
@@ -265,7 +262,7 @@ class BinlogCapture:
     def _frame_query(self, code, timestamp, log_pos, size, event_bytes) -> bool:
         # only a BEGIN (MySQL's every transaction): post-header thread id (4), seconds (4),
         # database name length (1), error code (2), status variables length (2)
-        body = self._frame_body(event_bytes)
+        body = body_of(event_bytes, self.inflater.checksum)
         db_len = body[8]
         status_len = int.from_bytes(body[11:13], "little")
         if body[13 + status_len + db_len + 1:] != b"BEGIN":
@@ -322,10 +319,8 @@ class BinlogCapture:
 
     def _on_tagged_gtid(self, event, start, after) -> None:
         # MySQL 8.3+ tagged GTID (uuid:tag:N), in a format the library does not decode (gtid.py)
-        raw = raw_event(event)
-        body = raw[HEADER_SIZE:len(raw) - (CHECKSUM_SIZE if self._inflater(event).checksum else 0)]
         try:
-            gtid = tagged_gtid(body)
+            gtid = tagged_gtid(event_body(event, self._inflater(event).checksum))
         except GtidDecodeError as exc:
             raise CaptureError(f"at {start}: {exc}") from None
         self.txn = _Transaction(start=start, gtid=gtid, timestamp=event.timestamp)
@@ -448,14 +443,11 @@ class BinlogCapture:
     def _settled(self, table: tuple[str, str], after: BinlogPosition) -> bool:
         """Nothing of the table at this event is ours to capture: it is not captured, or a copy of
         it (a snapshot at or after this event's end) already holds the event's effect."""
-        if not self.filter.captures_table(*table):
-            return True
-        copied = self.positions.copied_at(*table)
-        return copied is not None and after <= copied
+        return not self.filter.captures_table(*table) or self._copy_holds(*table, after)
 
-    def _copy_holds(self, spec: TableSpec, after: BinlogPosition) -> bool:
-        """A copy of this captured table (a snapshot at or after this event's end) holds the event's effect."""
-        copied = self.positions.copied_at(spec.database, spec.table)
+    def _copy_holds(self, database: str, table: str, after: BinlogPosition) -> bool:
+        """A copy of the table (a snapshot at or after this event's end) holds the event's effect."""
+        copied = self.positions.copied_at(database, table)
         return copied is not None and after <= copied
 
     def _on_partial_rows(self, event, start, after) -> None:
@@ -475,7 +467,7 @@ class BinlogCapture:
             body = event_body(event, self._inflater(event).checksum)
             self._native_rows(spec, native, event.packet.event_type, body, event.packet.event_size, start, after)
             return
-        if self._copy_holds(spec, after):
+        if self._copy_holds(spec.database, spec.table, after):
             return  # its copy holds these rows (even ones a partial row image could not carry)
         writer, origin = self._rows_origin(spec, start, event.packet.event_size)
         op, rows, befores = self._ROW_READERS[type(event)](self, event, spec)
@@ -485,7 +477,7 @@ class BinlogCapture:
     def _native_rows(self, spec: TableSpec, native: NativeTable, code: int, body: bytes, event_size: int,
                      start: BinlogPosition, after: BinlogPosition) -> None:
         """A rows event of a table the compiled decoder reads: its body (no header, no checksum)."""
-        if self._copy_holds(spec, after):
+        if self._copy_holds(spec.database, spec.table, after):
             return
         writer, origin = self._rows_origin(spec, start, event_size)
         n = writer.add_native_event(native, code, body, self._ROWS_OPS[code], origin)

@@ -69,6 +69,11 @@ def raw_event(event) -> bytes:
     return bytes(data[1:])  # the first byte is the protocol's OK marker
 
 
+def body_of(raw: bytes, checksum: bool) -> bytes:
+    """An event's body: its bytes (``raw_event``, or as framed) without the header and checksum."""
+    return raw[HEADER_SIZE:len(raw) - (CHECKSUM_SIZE if checksum else 0)]
+
+
 def _packed_int(data: bytes, at: int) -> tuple[int, int]:
     """MySQL's length-encoded integer at ``at``: (value, next offset)."""
     first = data[at]
@@ -139,7 +144,7 @@ class EventInflater:
         """The plain query or rows event inside a MariaDB compressed event."""
         raw = raw_event(event)
         header = raw[:HEADER_SIZE]
-        body = raw[HEADER_SIZE:len(raw) - (CHECKSUM_SIZE if self.checksum else 0)]
+        body = body_of(raw, self.checksum)
         kind = raw[4]
         if kind == MARIADB_QUERY_COMPRESSED:
             plain_type, plain_body = BINLOG.QUERY_EVENT, self._query_body(body)
@@ -170,8 +175,7 @@ class EventInflater:
 
     def mysql_payload(self, event) -> Iterator:
         """The events inside a TRANSACTION_PAYLOAD_EVENT, in order."""
-        raw = raw_event(event)
-        body = raw[HEADER_SIZE:len(raw) - (CHECKSUM_SIZE if self.checksum else 0)]
+        body = body_of(raw_event(event), self.checksum)
         fields, at = {}, 0
         while True:
             field, at = _packed_int(body, at)
