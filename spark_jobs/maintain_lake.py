@@ -18,6 +18,10 @@ import sys
 from dataclasses import asdict
 from typing import Sequence
 
+from mysql_cdc.pyspark_path import prefer_installed
+
+prefer_installed()  # before anything imports pyspark: its compiled copy, not spark-submit's zip
+
 from mysql_cdc.job_secrets import JobSecrets
 from mysql_cdc.merge.job import one_line
 from mysql_cdc.merge.session import start_spark

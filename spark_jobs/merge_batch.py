@@ -26,6 +26,10 @@ from pathlib import Path
 import warnings
 from typing import Sequence
 
+from mysql_cdc.pyspark_path import prefer_installed
+
+prefer_installed()  # before anything imports pyspark: its compiled copy, not spark-submit's zip
+
 from mysql_cdc.merge.errors import MergeError, SparkRefused
 from mysql_cdc.merge.report import SUMMARY_ENV, JobOutcome
 from mysql_cdc.retry_policy import is_permanent
