@@ -13,8 +13,9 @@ updates, 10 % deletes, transactions across a handful of tables), and every merge
    spread's range is captured once per merge, each time as a pipeline of its own (Delta skips a
    commit whose pipeline already made it: the same pipeline cannot merge a range twice). The
    first merge writes the tables' first rows (``first_merge_seconds``); the ``--repeat`` merges
-   after it go into the same tables, now holding rows, as a follower's every interval does; their
-   median is the figure. After every merge each table of the lake is read with delta-rs and its
+   after it go into the same tables, now holding rows, as a follower's every interval does (each
+   pipeline's state row holding every table's version, as a running pipeline's does); their median
+   is the figure. After every merge each table of the lake is read with delta-rs and its
    (id, version) pairs compared with the leader's, so a fast wrong merge cannot pass.
    ``delta_tables_growth`` = the most tables' seconds / one table's (target <= 3). Beside it, on S3,
    ``delta_tables_growth_floor``: the same ratio with the least requests any Delta writer makes per
@@ -52,10 +53,11 @@ from bench_servers import leader_and_follower  # noqa: E402
 from bench_tables import KEYS, KeyKind, create_tables, log, merge_once, reset_follower, s3_storage, write_changes  # noqa: E402
 from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range  # noqa: E402
-from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, PositionRange  # noqa: E402
+from mysql_cdc.contracts import MANIFEST_NAME, BinlogPosition, Checkpoint, PositionRange, TablePositions  # noqa: E402
 from mysql_cdc.job_secrets import JobSecrets  # noqa: E402
 from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec  # noqa: E402
 from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
+from mysql_cdc.kinds.delta.state.tables import StateRow  # noqa: E402
 from mysql_cdc.kinds.iceberg import follower_spec as iceberg_follower_spec  # noqa: E402
 from mysql_cdc.kinds.iceberg.catalog import CatalogRef  # noqa: E402
 from mysql_cdc.kinds.iceberg.state import IcebergStateStore  # noqa: E402
@@ -110,7 +112,7 @@ class Bench:
         self.captures += 1
         pipeline = f"{db}_run{self.captures}"
         uri = self.capture(pipeline, db, start, end)
-        DeltaStateStore(LakeLocation(self.lake)).initialize(Checkpoint(pipeline, start))
+        self.start_pipeline(pipeline, db, tables, start, first)
         wall, summary = run_spark_submit(uri, JobSecrets(delta_follower_spec(self.lake), self.storage), self.work,
                                          "1g", "", self.delta_conf)
         self.check_lake(db, tables, 1 if first or self.key.primary else 2)
@@ -118,6 +120,18 @@ class Bench:
             self.first_versions[db] = [self.lake_table(db, i).version() for i in range(tables)]
         return {"seconds": summary["seconds"], "wall_seconds": round(wall, 2),
                 "apply_seconds_sum": round(sum(t["apply_seconds"] for t in summary["tables"]), 2)}
+
+    def start_pipeline(self, pipeline: str, db: str, tables: int, start: BinlogPosition, first: bool) -> None:
+        """The new pipeline's state row at ``start``: on a repeat, with every table's version as it
+        stands, as a running pipeline's state row holds them after its first merge (the commits then
+        know each table has none of theirs without reading its log: ``merges.Txn.cut_version``)."""
+        store = DeltaStateStore(LakeLocation(self.lake))
+        if first:
+            store.initialize(Checkpoint(pipeline, start))
+            return
+        with ThreadPoolExecutor(8) as pool:
+            versions = dict(pool.map(lambda i: (f"{db}.t{i:04d}", self.lake_table(db, i).version()), range(tables)))
+        store.tables.write_state(StateRow(Checkpoint(pipeline, start), TablePositions(), versions))
 
     def iceberg_merge(self, db: str, tables: int, start: BinlogPosition, end: BinlogPosition) -> dict:
         """The range captured as a new pipeline and merged into the Iceberg follower (keyed tables:
