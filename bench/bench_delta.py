@@ -11,7 +11,9 @@
 2. ``delta_merge_growth``: one 10k-change batch (updates of keys spread over the whole key range)
    merged into a ``--big``-row table, against the same batch into a table of 1% of its rows over
    the same key range. Ratio = big seconds / small seconds (target <= 3: the cost follows the
-   change, not the table).
+   change, not the table). The small table is one delta-rs merges from the driver, the big one
+   Spark's; beside it, ``delta_merge_growth_spark_alone``: the same ratio with the small table
+   merged by Spark's MERGE too.
 3. ``delta_tiny_run_s``: the merge job's spark-submit for a one-row batch into a lake, beside a bare
    spark-submit of an empty job with the same jars (target <= bare + 15 s).
 
@@ -21,6 +23,7 @@ Prints one JSON object as its last line. Servers started here are stopped on exi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -133,7 +136,10 @@ def growth(spark, leader: MariaDBServer, settings, storage, work: Path, big: int
     batch = extract_range(settings, request, BatchTarget(open_store(storage)))
     uri = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
     seconds = {}
-    for label, rows in (("small", big // 100), ("big", big)):
+    # "small_by_spark" (last: the two before keep their conditions): the small table merged as the
+    # big one is, by Spark's MERGE (the merge job gives delta-rs a table of at most
+    # DRIVER_MERGE_BYTES of files): the growth of one path alone
+    for label, rows in (("small", big // 100), ("big", big), ("small_by_spark", big // 100)):
         lake = StorageSpec(f"file://{work}/lake-{label}")
         secrets = lake_secrets(lake, storage, start)
         # the table as the merge job creates it (its properties), filled with keys spread over [0, big)
@@ -143,10 +149,26 @@ def growth(spark, leader: MariaDBServer, settings, storage, work: Path, big: int
          .repartition(max(1, rows // 1_000_000)).write.format("delta").mode("append").save(target.path))
         log(f"merging {batch.row_count:,} updates into a {rows:,}-row Delta table ...")
         started = time.monotonic()
-        run_merge(spark, uri, secrets)
+        with driver_merge_bytes(0 if label == "small_by_spark" else None):
+            run_merge(spark, uri, secrets)
         seconds[label] = time.monotonic() - started
     return {"delta_merge_small_table_s": round(seconds["small"], 2), "delta_merge_big_table_s": round(seconds["big"], 2),
-            "delta_merge_growth": round(seconds["big"] / seconds["small"], 3), "delta_growth_big_rows": big}
+            "delta_merge_growth": round(seconds["big"] / seconds["small"], 3), "delta_growth_big_rows": big,
+            "delta_merge_small_table_by_spark_s": round(seconds["small_by_spark"], 2),
+            "delta_merge_growth_spark_alone": round(seconds["big"] / seconds["small_by_spark"], 3)}
+
+
+@contextlib.contextmanager
+def driver_merge_bytes(limit: int | None):
+    """The Delta sink's limit for delta-rs's merges from the driver set to ``limit`` (None: as it is)."""
+    from mysql_cdc.kinds.delta import sink
+
+    kept = sink.DRIVER_MERGE_BYTES
+    sink.DRIVER_MERGE_BYTES = kept if limit is None else limit
+    try:
+        yield
+    finally:
+        sink.DRIVER_MERGE_BYTES = kept
 
 
 def submit(args: list[str], env: dict, needs: SubmitNeeds = SubmitNeeds()) -> float:
