@@ -11,9 +11,11 @@
 2. ``delta_merge_growth``: one 10k-change batch (updates of keys spread over the whole key range)
    merged into a ``--big``-row table, against the same batch into a table of 1% of its rows over
    the same key range. Ratio = big seconds / small seconds (target <= 3: the cost follows the
-   change, not the table). The small table is one delta-rs merges from the driver, the big one
-   Spark's; beside it, ``delta_merge_growth_spark_alone``: the same ratio with the small table
-   merged by Spark's MERGE too.
+   change, not the table), each table merged as the merge job chooses: both hold at most
+   ``DRIVER_MERGE_BYTES`` of files (``delta_growth_big_table_mib`` says how much), so delta-rs merges
+   both from the driver, copy-on-write (every file of the big table holds an updated key). Beside
+   it, ``delta_merge_growth_spark_alone``: the same two merges by Spark's MERGE (deletion vectors),
+   as a table above that size takes.
 3. ``delta_tiny_run_s``: the merge job's spark-submit for a one-row batch into a lake, beside a bare
    spark-submit of an empty job with the same jars (target <= bare + 15 s).
 
@@ -135,11 +137,11 @@ def growth(spark, leader: MariaDBServer, settings, storage, work: Path, big: int
     request = RangeRequest(PIPELINE, PositionRange(start, position(settings)), TableFilter((f"g{DB}.*",)))
     batch = extract_range(settings, request, BatchTarget(open_store(storage)))
     uri = f"{storage.uri}/{batch.prefix}/{MANIFEST_NAME}"
-    seconds = {}
-    # "small_by_spark" (last: the two before keep their conditions): the small table merged as the
-    # big one is, by Spark's MERGE (the merge job gives delta-rs a table of at most
-    # DRIVER_MERGE_BYTES of files): the growth of one path alone
-    for label, rows in (("small", big // 100), ("big", big), ("small_by_spark", big // 100)):
+    seconds, big_bytes = {}, 0
+    # "..._by_spark" last, so the merge job's own two keep their conditions: the same tables merged
+    # by Spark's MERGE (the merge job gives delta-rs a table of at most DRIVER_MERGE_BYTES of files)
+    for label, rows in (("small", big // 100), ("big", big), ("small_by_spark", big // 100),
+                        ("big_by_spark", big)):
         lake = StorageSpec(f"file://{work}/lake-{label}")
         secrets = lake_secrets(lake, storage, start)
         # the table as the merge job creates it (its properties), filled with keys spread over [0, big)
@@ -147,15 +149,29 @@ def growth(spark, leader: MariaDBServer, settings, storage, work: Path, big: int
         create_table(spark, target, (ColumnSpec("id", "bigint", "int64", False), ColumnSpec("v", "int", "int32")))
         (spark.range(0, rows).select((F.col("id") * (big // rows)).alias("id"), F.lit(0).cast("int").alias("v"))
          .repartition(max(1, rows // 1_000_000)).write.format("delta").mode("append").save(target.path))
-        log(f"merging {batch.row_count:,} updates into a {rows:,}-row Delta table ...")
+        if label == "big":
+            big_bytes = table_bytes(target.path)
+        log(f"merging {batch.row_count:,} updates into a {rows:,}-row Delta table ({label}) ...")
         started = time.monotonic()
-        with driver_merge_bytes(0 if label == "small_by_spark" else None):
+        with driver_merge_bytes(0 if label.endswith("_by_spark") else None):
             run_merge(spark, uri, secrets)
         seconds[label] = time.monotonic() - started
     return {"delta_merge_small_table_s": round(seconds["small"], 2), "delta_merge_big_table_s": round(seconds["big"], 2),
             "delta_merge_growth": round(seconds["big"] / seconds["small"], 3), "delta_growth_big_rows": big,
+            "delta_growth_big_table_mib": round(big_bytes / 2**20, 1),
             "delta_merge_small_table_by_spark_s": round(seconds["small_by_spark"], 2),
-            "delta_merge_growth_spark_alone": round(seconds["big"] / seconds["small_by_spark"], 3)}
+            "delta_merge_big_table_by_spark_s": round(seconds["big_by_spark"], 2),
+            "delta_merge_growth_spark_alone": round(seconds["big_by_spark"] / seconds["small_by_spark"], 3)}
+
+
+def table_bytes(path: str) -> int:
+    """The bytes of a Delta table's data files (what the merge job compares with DRIVER_MERGE_BYTES)."""
+    import deltalake
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sizes = pa.table(deltalake.DeltaTable(path).get_add_actions(flatten=True)).column("size_bytes")
+    return pc.sum(sizes).as_py() or 0
 
 
 @contextlib.contextmanager

@@ -91,7 +91,7 @@ ROWS = [
      "plain Spark append of the same net rows", "delta_merge_vs_append", ">= 0.5"),
     ("Delta follower: 10k changes into a 5M-row table (s)", "delta_merge_big_table_s", "delta_merge_small_table_s",
      "the same batch into a 50k-row table", "delta_merge_growth", "<= 3"),
-    ("... the 50k-row table merged by Spark's MERGE too (s)", "delta_merge_big_table_s",
+    ("... both tables merged by Spark's MERGE (s)", "delta_merge_big_table_by_spark_s",
      "delta_merge_small_table_by_spark_s", "the same batch into a 50k-row table, by Spark",
      "delta_merge_growth_spark_alone", ""),
     ("Delta follower: one-row batch, spark-submit (s)", "delta_tiny_run_s", "delta_bare_spark_submit_s",
