@@ -374,6 +374,25 @@ def test_who_merges_a_table_follows_its_key_and_size_and_the_lake_is_the_same(la
     assert_lake_equals_leader(pipeline)
 
 
+def test_rows_netted_by_spark_are_appended_into_an_empty_table_then_merged(lake_pipeline, spark):
+    """Every table's rows netted by Spark (``driverNetRows`` 0) are written by Spark: appended while
+    the table is still empty (a WRITE, with no MERGE's join against nothing), merged once it holds
+    rows; the sink knows which from delta-rs's read of the table when the segment opened it."""
+    pipeline = lake_pipeline()
+    db = pipeline.database
+    first = pipeline.capture(seed_workload(db))
+    run_merge(spark, pipeline.manifest_uri(first), pipeline.secrets, 0)
+    assert_lake_equals_leader(pipeline)
+    assert [_writers(pipeline, f"{db}.{t}", -1) for t in ("owner", "pet")] == [[("WRITE", "Apache-Spark")]] * 2
+    before = pipeline.cut().versions
+    second = pipeline.capture([
+        f"USE {db}", "UPDATE owner SET name = 'Harold I' WHERE id = 1", "DELETE FROM pet WHERE name = 'Claws'"])
+    run_merge(spark, pipeline.manifest_uri(second), pipeline.secrets, 0)
+    assert_lake_equals_leader(pipeline)
+    assert [_writers(pipeline, f"{db}.{t}", before[f"{db}.{t}"]) for t in ("owner", "pet")] == \
+        [[("MERGE", "Apache-Spark")]] * 2
+
+
 def test_a_rename_that_changes_only_a_columns_case_keeps_merging(lake_pipeline, spark):
     """MySQL's column names ignore case: after ``RENAME COLUMN name TO Name`` the batch says ``Name``
     where the lake still says ``name``. Spark's MERGE and delta-rs's (a small keyed table: the driver's)

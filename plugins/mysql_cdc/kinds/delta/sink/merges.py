@@ -35,21 +35,16 @@ def _view(df: DataFrame) -> str:
 
 
 def merge_rows(spark: SparkSession, target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> None:
-    if is_empty(spark, target):
-        append_rows(target, table, rows)
-    elif table.key_columns:
+    """Net rows into a table holding rows, by Spark's MERGE (an empty table's: ``append_rows``)."""
+    if table.key_columns:
         merge_keyed(spark, target, table, rows)
     else:
         merge_keyless(spark, target, table, rows)
 
 
-def is_empty(spark: SparkSession, target: DeltaTableRef) -> bool:
-    """No data file: a table just created (its first batch, a first snapshot's catch-up) or emptied."""
-    return spark.sql(f"DESCRIBE DETAIL {target.sql}").first()["numFiles"] == 0
-
-
 def append_rows(target: DeltaTableRef, table: TableChanges, rows: DataFrame) -> None:
-    """Into an empty table every net row that is not a delete is an insert: a plain append, the
+    """Into an empty table (just created: its first batch, a first snapshot's catch-up; or emptied)
+    every net row that is not a delete is an insert: a plain append, the
     fastest write Delta has (no join with the table), idempotent like the MERGE it stands for
     (the session's transaction ids apply to it)."""
     columns = [quote(c) for c in _written(target, table)]
