@@ -77,7 +77,7 @@ ROWS = [
     ("scheduled run, tiny batch (s)", "tiny_run_s", "bare_spark_submit_s", "bare spark-submit",
      "tiny_run_minus_spark_submit_s", "<= +15 s"),
     ("scheduled run, nothing new (s)", "nochange_run_s", None, "", None, "<= 10 s"),
-    ("... tiny batch, merge: {spark: when_needed} (s)", "tiny_run_without_spark_s", "bare_spark_submit_s",
+    ("... tiny batch, merge: {spark: when_needed} (s)", "tiny_run_without_spark_s", "bare_spark_submit_without_spark_s",
      "bare spark-submit", None, "lower is better"),
     ("snapshot rows/s, leader -> follower end to end", "snapshot_rows_per_s", "dump_rows_per_s",
      "mariadb-dump --single-transaction | mariadb", "snapshot_vs_dump", ">= 1.5"),
