@@ -167,11 +167,10 @@ def growth(spark, leader: MariaDBServer, settings, storage, work: Path, big: int
 def table_bytes(path: str) -> int:
     """The bytes of a Delta table's data files (what the merge job compares with DRIVER_MERGE_BYTES)."""
     import deltalake
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
-    sizes = pa.table(deltalake.DeltaTable(path).get_add_actions(flatten=True)).column("size_bytes")
-    return pc.sum(sizes).as_py() or 0
+    from mysql_cdc.kinds.delta.sink import files_bytes
+
+    return files_bytes(deltalake.DeltaTable(path))
 
 
 @contextlib.contextmanager
