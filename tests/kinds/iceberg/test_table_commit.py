@@ -19,7 +19,7 @@ from mysql_cdc.contracts import change_row as cr
 from mysql_cdc.kinds.iceberg.catalog import CatalogRef
 from mysql_cdc.kinds.iceberg.commit import (IN_PRUNING_KEYS, SUMMARY_APP, SUMMARY_POSITION, CommitId, TableCommit,
                                            committed_position)
-from mysql_cdc.kinds.iceberg.row_delta import MIN_FILE_BYTES
+from mysql_cdc.kinds.iceberg.row_delta import MIN_FILE_BYTES, matching_positions
 from mysql_cdc.kinds.iceberg.types import iceberg_schema, to_iceberg
 from mysql_cdc.mysql_server import MySQLSettings
 from mysql_cdc.storage import StorageSpec
@@ -361,6 +361,29 @@ def test_merge_on_read_finds_rows_by_a_key_of_every_key_type(catalog):
     assert table.current_snapshot().summary.get("added-position-deletes") == "3"
     got = sorted((r["u64"], r["v"]) for r in table.scan().to_arrow().to_pylist())
     assert got == sorted((2**64 - 1 - n, 1 if n in (3, 7) else 0) for n in range(20) if n != 11)
+
+
+# a file's key columns (one type of each kind keys have) and the keys looked for, with a key of the
+# file twice, a key the file lacks, and a composite key matching on one column only
+_HELD = pa.table({"u64": pa.array([2**64 - 1, 5, 7, 5, 9], pa.uint64()),
+                  "bin": pa.array([b"a", b"b", b"c", b"d", b"e"], pa.binary()),
+                  "s": pa.array(["é1", "x", "y", "x2", "z"])})
+_LOOKED_FOR = pa.table({"u64": pa.array([5, 9, 11], pa.uint64()), "bin": pa.array([b"b", b"x", b"e"], pa.binary()),
+                        "s": pa.array(["x", "z", "q"])})
+
+
+@pytest.mark.parametrize("names, expected", [
+    (["u64"], [1, 3, 4]),  # a one-column key: its mask's set bits
+    (["bin"], [1, 4]),
+    (["s"], [1, 4]),
+    (["u64", "bin"], [1]),  # composite: the join (rows 3 and 4 match on one column only)
+    (["u64", "bin", "s"], [1]),
+])
+def test_the_positions_of_the_keys_are_those_of_every_row_holding_one(names, expected):
+    """``row_delta.matching_positions``: the row numbers of the file's rows whose key is among the
+    looked-for keys, ascending, as int64 (what a position delete file holds), by either path."""
+    positions = matching_positions(_HELD.select(names), _LOOKED_FOR.select(names))
+    assert positions.type == pa.int64() and positions.to_pylist() == expected
 
 
 def test_merge_on_read_rewrites_the_small_files_and_deletes_by_position_in_the_others(catalog):
