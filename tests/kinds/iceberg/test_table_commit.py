@@ -363,8 +363,9 @@ def test_merge_on_read_finds_rows_by_a_key_of_every_key_type(catalog):
     assert got == sorted((2**64 - 1 - n, 1 if n in (3, 7) else 0) for n in range(20) if n != 11)
 
 
-# a file's key columns (one type of each kind keys have) and the keys looked for, with a key of the
-# file twice, a key the file lacks, and a composite key matching on one column only
+# a file's key columns (unsigned 64-bit, binary, text; every key type is in the test above) and the
+# keys looked for, with a key of the file twice, a key the file lacks, and a composite key matching
+# on one column only
 _HELD = pa.table({"u64": pa.array([2**64 - 1, 5, 7, 5, 9], pa.uint64()),
                   "bin": pa.array([b"a", b"b", b"c", b"d", b"e"], pa.binary()),
                   "s": pa.array(["é1", "x", "y", "x2", "z"])})
