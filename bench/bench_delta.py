@@ -45,7 +45,8 @@ from mysql_cdc.capture.filters import TableFilter  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
 from mysql_cdc.kinds.delta import follower_spec as delta_follower_spec  # noqa: E402
 from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
-from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
+from mysql_cdc.packaging import (  # noqa: E402
+    DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options, launcher_env)
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
 from mysql_cdc.mysql_server import MySQLSettings  # noqa: E402
 from mysql_cdc.kinds.delta.state import DeltaStateStore, LakeLocation  # noqa: E402
@@ -212,7 +213,8 @@ def tiny_run(leader: MariaDBServer, settings, storage, work: Path) -> dict:
     secrets = lake_secrets(StorageSpec(f"file://{work}/lake-tiny"), storage, start)
     secrets_file = work / "secrets.json"
     secrets.write(str(secrets_file))
-    env = {**os.environ, SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable}
+    # the merge task's environment: the launcher's archive, when the machine has one
+    env = {**os.environ, **launcher_env(DEFAULT_LINE), SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)
     py_files = build_py_files(work)
     log("a one-row batch into a lake with spark-submit, and a bare spark-submit ...")

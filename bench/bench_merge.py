@@ -40,7 +40,8 @@ from mysql_cdc.capture.leader import Leader  # noqa: E402
 from mysql_cdc.contracts import MANIFEST_NAME, Checkpoint, PositionRange  # noqa: E402
 from mysql_cdc.server_state.checkpoint import ensure_state_tables, write_checkpoint  # noqa: E402
 from mysql_cdc.spark_lines import DEFAULT_LINE  # noqa: E402
-from mysql_cdc.packaging import DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options  # noqa: E402
+from mysql_cdc.packaging import (  # noqa: E402
+    DRIVER_JAVA_OPTIONS, MERGE_JOB, build_py_files, driver_java_options, launcher_env)
 from mysql_cdc.merge.netting import DRIVER_NET_ROWS_PROPERTY  # noqa: E402
 from mysql_cdc.kinds.mysql import follower_spec as mysql_follower_spec  # noqa: E402
 from mysql_cdc.job_secrets import SECRETS_ENV, JobSecrets  # noqa: E402
@@ -93,7 +94,8 @@ def run_spark_submit(manifest_uri: str, secrets: JobSecrets, work: Path, driver_
     py_files = build_py_files(work)
     secrets_file = work / "secrets.json"
     secrets.write(str(secrets_file))
-    env = {**os.environ, SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable}
+    # the merge task's environment: the launcher's archive, when the machine has one
+    env = {**os.environ, **launcher_env(DEFAULT_LINE), SECRETS_ENV: str(secrets_file), "PYSPARK_PYTHON": sys.executable}
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--driver-memory",
            driver_memory, "--conf", "spark.ui.enabled=false", "--py-files", py_files]
     # the driver's Java options of a real merge (the product's defaults) unless others are given

@@ -39,7 +39,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..contracts import ChangeBatch, Checkpoint, plan_replay
-from ..packaging import MAINTAIN_JOB, MERGE_JOB, build_py_files, driver_java_options
+from ..packaging import MAINTAIN_JOB, MERGE_JOB, build_py_files, driver_java_options, launcher_env
 from ..merge.netting import DRIVER_NET_ROWS_PROPERTY, driver_net_rows
 from ..merge.report import SUMMARY_ENV, JobOutcome, MergeSummary
 from ..pipeline_options import SPARK_ALWAYS, SPARK_WHEN_NEEDED
@@ -109,7 +109,7 @@ def submit_arguments(application_args: Sequence[str], inputs: JobInputs, name: s
         "py_files": inputs.py_files,
         "name": name,
         "application_args": list(application_args),
-        "env_vars": dict(inputs.env),
+        "env_vars": {**launcher_env(inputs.spark_line), **inputs.env},
         "spark_binary": spark_binary,
         "deploy_mode": "client",
     }

@@ -17,7 +17,7 @@ from mysql_cdc.hooks.merge_job import (
     JobInputs, job_here_arguments, manifest_arguments, spark_submit_binary, submit_arguments,
 )
 from mysql_cdc import packaging
-from mysql_cdc.packaging import LOG4J2_CONFIG, driver_java_options
+from mysql_cdc.packaging import LOG4J2_CONFIG, driver_java_options, launcher_env
 from mysql_cdc.spark_lines import DEFAULT_LINE
 from mysql_cdc.operators import CdcMergeOperator
 from mysql_cdc.job_secrets import SECRETS_ENV
@@ -29,8 +29,10 @@ MANIFEST = "s3://lake/cdc/shop/batches/0000000001.00000000000000000004-000000000
 @pytest.fixture
 def no_cds_archive(monkeypatch, tmp_path):
     """This machine's class-data archive (``make setup`` writes one) out of the way: the options
-    below are the ones without it."""
+    below are the ones without it. The launcher's archive too (``no-launcher.jsa`` beside it)."""
     monkeypatch.setattr(packaging, "SPARK_CDS_ARCHIVE", tmp_path / "no-archive.jsa")
+    monkeypatch.setattr(packaging, "SPARK_LAUNCHER_CDS_ARCHIVE", tmp_path / "no-launcher.jsa")
+    monkeypatch.delenv(packaging.LAUNCHER_OPTS_ENV, raising=False)
     return tmp_path / "no-archive.jsa"
 
 
@@ -75,16 +77,33 @@ def test_the_driver_maps_the_class_data_archive_when_this_machine_has_one(no_cds
     assert "their.jsa" in options(theirs) and str(no_cds_archive) not in options(theirs)
 
 
+def test_the_launcher_maps_its_archive_when_this_machine_has_one(no_cds_archive, monkeypatch):
+    launcher = no_cds_archive.with_name("no-launcher.jsa")
+    assert launcher_env(DEFAULT_LINE) == {}
+    launcher.write_bytes(b"")
+    assert launcher_env(DEFAULT_LINE) == {"SPARK_LAUNCHER_OPTS": f"-XX:SharedArchiveFile={launcher}"}
+    assert launcher_env("4.1") == {}  # made from the venv's pyspark's jars
+    inputs = JobInputs(py_files="/tmp/x/mysql_cdc.zip", env={SECRETS_ENV: "/tmp/x/job-secrets.json"})
+    assert submit_arguments([], inputs, "n", {}, "/opt/spark/bin/spark-submit")["env_vars"] == {
+        "SPARK_LAUNCHER_OPTS": f"-XX:SharedArchiveFile={launcher}", SECRETS_ENV: "/tmp/x/job-secrets.json"}
+    # the deployment's own launcher options are theirs: nothing added beside them
+    monkeypatch.setenv("SPARK_LAUNCHER_OPTS", "-Xmx256m")
+    assert launcher_env(DEFAULT_LINE) == {}
+
+
 def test_the_archive_make_setup_writes_is_mapped_by_a_real_driver(tmp_path):
     """``-Xshare:on``: the JVM refuses to start unless it maps the archive (the default, auto,
-    would quietly run without it). An empty job through spark-submit, with the merge's options."""
+    would quietly run without it). An empty job through spark-submit, with the merge's options;
+    its launcher JVM with the launcher's archive, on the same terms."""
     assert packaging.SPARK_CDS_ARCHIVE.is_file(), "make setup writes it (scripts/spark_cds.py)"
+    assert packaging.SPARK_LAUNCHER_CDS_ARCHIVE.is_file(), "make setup writes it beside the driver's"
     spark_submit = Path(sys.executable).parent / "spark-submit"
     job = tmp_path / "empty_job.py"
     job.write_text("from pyspark.sql import SparkSession\n"
                    "SparkSession.builder.getOrCreate().range(1).count()\n")
     options = driver_java_options({}, DEFAULT_LINE)["spark.driver.extraJavaOptions"] + " -Xshare:on"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+    (launcher_opts,) = launcher_env(DEFAULT_LINE).values()
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LAUNCHER_OPTS": f"{launcher_opts} -Xshare:on",
            "PATH": f"{spark_submit.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("PYTHONPATH", None)
     done = subprocess.run([str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
