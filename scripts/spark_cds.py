@@ -21,12 +21,15 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "plugins"))
+
+from mysql_cdc.packaging import LAUNCHER_OPTS_ENV, launcher_archive  # noqa: E402 - after the path
 
 
 def main(out: Path) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_suffix(".partial")
-    launcher_out = out.with_name("launcher.jsa")
+    launcher_out = launcher_archive(out)
     launcher_partial = launcher_out.with_suffix(".partial")
     for stale in (partial, launcher_partial):
         stale.unlink(missing_ok=True)
@@ -34,7 +37,7 @@ def main(out: Path) -> int:
     # spark-class puts SPARK_LAUNCHER_OPTS on the launcher JVM's command line: its archive is
     # dumped by the same submit
     env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYSPARK_PYTHON": sys.executable, "SPARK_LAUNCHER_OPTS": f"-XX:ArchiveClassesAtExit={launcher_partial}"}
+           "PYSPARK_PYTHON": sys.executable, LAUNCHER_OPTS_ENV: f"-XX:ArchiveClassesAtExit={launcher_partial}"}
     env.pop("PYTHONPATH", None)
     # the same JIT option as the merge's (packaging.DRIVER_DEFAULTS): an archive dumped under other
     # options is still valid, this keeps the dump run as short as a merge's start

@@ -27,10 +27,17 @@ MAINTAIN_JOB = SPARK_JOBS_DIR / "maintain_lake.py"
 # every submit when it exists. Deployments that write it elsewhere set MYSQL_CDC_SPARK_CDS_ARCHIVE.
 SPARK_CDS_ARCHIVE = Path(os.environ.get("MYSQL_CDC_SPARK_CDS_ARCHIVE",
                                         PACKAGE_DIR.parent.parent / ".local" / "spark" / "driver.jsa"))
-# The same for the launcher JVM that spark-submit starts first to build the driver's command line
-# (``org.apache.spark.launcher.Main``), beside the driver's archive.
-SPARK_LAUNCHER_CDS_ARCHIVE = SPARK_CDS_ARCHIVE.with_name("launcher.jsa")
 LAUNCHER_OPTS_ENV = "SPARK_LAUNCHER_OPTS"  # spark-class passes it to the launcher JVM's command line
+
+
+def launcher_archive(driver_archive: Path) -> Path:
+    """The class-data archive of the launcher JVM that spark-submit starts first to build the
+    driver's command line (``org.apache.spark.launcher.Main``): beside the driver's archive, written
+    by the same run of ``scripts/spark_cds.py``."""
+    return driver_archive.with_name("launcher.jsa")
+
+
+SPARK_LAUNCHER_CDS_ARCHIVE = launcher_archive(SPARK_CDS_ARCHIVE)
 
 
 def build_py_files(dest_dir: str | os.PathLike, package_dir: Path = PACKAGE_DIR) -> str:
