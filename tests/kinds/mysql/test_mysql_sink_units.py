@@ -3,6 +3,7 @@ shadow table names."""
 
 import datetime as dt
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -109,3 +110,41 @@ def test_an_older_follower_is_refused_naming_it_and_what_it_needs(version, flavo
         f"the follower at db2:3306 as 'cdc' runs {flavor} {version}: the merge needs MariaDB 10.5+ or MySQL 8.0+ as "
         "the follower; upgrade it, or point the pipeline's follower connection at a newer server")
     assert is_permanent(raised.value)  # no retry: the task fails at once
+
+
+def test_a_load_file_encoded_in_pieces_holds_the_bytes_of_its_rows_encoded_at_once(monkeypatch, tmp_path):
+    """A large batch is encoded ``ENCODE_ROWS`` rows at a time (staging._EncodedFile): the file must
+    be exactly what encoding each whole batch gives (the reference), piece edges included."""
+    from mysql_cdc.kinds.mysql.sink import staging
+    from mysql_cdc.mysql_server import MySQLSettings
+    from mysql_cdc.storage import StorageSpec
+
+    monkeypatch.setattr(staging, "ENCODE_ROWS", 3)
+    names, types = ("id", "note", "data", "amount", "created"), ("bigint", "varchar(20)", "varbinary(8)",
+                                                                   "decimal(12,2)", "datetime(6)")
+    plan = staging.StagePlan(MySQLSettings("127.0.0.1"), StorageSpec(f"file://{tmp_path}"), "t", "scratch", True,
+                             names, types, names, ("id",), ("id BIGINT",))
+
+    def batch(first: int, rows: int) -> pa.RecordBatch:
+        ids = range(first, first + rows)
+        return pa.record_batch([
+            pa.array(ids, pa.int64()),
+            pa.array([None if i % 4 == 0 else f"n\t{i}\\\n" for i in ids]),
+            pa.array([bytes([i % 256, 0]) if i % 3 else None for i in ids], pa.binary()),
+            pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(12, 2)),
+            pa.array([dt.datetime(2024, 1, 1, 0, 0, i % 60, i) for i in ids], pa.timestamp("us")),
+        ], names=list(names))
+
+    batches = [batch(0, 10), batch(10, 2), batch(12, 3)]  # 4 pieces, 1 piece, exactly 1 piece
+    extras = [[pa.array(range(b.num_rows), pa.int64())] for b in batches]
+    encoded = staging._EncodedFile(plan, names, ("n",))
+    for b, extra in zip(batches, extras):
+        encoded.write(b, extra)
+    kept = Path(encoded.keep(tmp_path / "kept.tsv")).read_bytes()
+
+    columns = encoded._load_columns(batches[0].schema)
+    expected = b"".join(bytes(encode_rows([b.column(n) for n in names] + extra, columns))
+                        for b, extra in zip(batches, extras))
+    assert encoded.rows == 15
+    assert kept == expected
+    assert kept.count(b"\n") == 15  # a line per row: the text's own LF and TAB travel escaped
