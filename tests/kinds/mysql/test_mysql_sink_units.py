@@ -122,8 +122,9 @@ def test_a_load_file_encoded_in_pieces_holds_the_bytes_of_its_rows_encoded_at_on
     monkeypatch.setattr(staging, "ENCODE_ROWS", 3)
     names, types = ("id", "note", "data", "amount", "created"), ("bigint", "varchar(20)", "varbinary(8)",
                                                                    "decimal(12,2)", "datetime(6)")
-    plan = staging.StagePlan(MySQLSettings("127.0.0.1"), StorageSpec(f"file://{tmp_path}"), "t", "scratch", True,
-                             names, types, names, ("id",), ("id BIGINT",))
+    plan = staging.StagePlan(follower=MySQLSettings("127.0.0.1"), storage=StorageSpec(f"file://{tmp_path}"),
+                             table_prefix="t", scratch_dir="scratch", keyed=True, columns=names, mysql_types=types,
+                             insert_columns=names, removal_columns=("id",), removal_ddl=("id BIGINT",))
 
     def batch(first: int, rows: int) -> pa.RecordBatch:
         ids = range(first, first + rows)
@@ -142,8 +143,7 @@ def test_a_load_file_encoded_in_pieces_holds_the_bytes_of_its_rows_encoded_at_on
         encoded.write(b, extra)
     kept = Path(encoded.keep(tmp_path / "kept.tsv")).read_bytes()
 
-    columns = encoded._load_columns(batches[0].schema)
-    expected = b"".join(bytes(encode_rows([b.column(n) for n in names] + extra, columns))
+    expected = b"".join(bytes(encode_rows([b.column(n) for n in names] + extra, encoded.columns))
                         for b, extra in zip(batches, extras))
     assert encoded.rows == 15
     assert kept == expected
