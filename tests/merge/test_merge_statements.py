@@ -5,10 +5,12 @@ against real followers."""
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 import pytest
 
-from merge_helpers import assert_same_database
+from merge_helpers import assert_same_database, snapshot
 from mysql_cdc.merge.errors import FollowerDivergedError
 from mysql_cdc.contracts import ColumnSpec, TableChanges
 from mysql_cdc.kinds.mysql.sink.connection import connect
@@ -20,7 +22,10 @@ from mysql_cdc.kinds.mysql.sink.statements import (
     STATEMENT_ROWS, TableStatements, table_statements, tables_statements, takes_statements,
 )
 from mysql_cdc.kinds.mysql.sink.tables import FollowerColumn, StagedTable
+from mysql_cdc.merge import netting
 from mysql_cdc.merge.job import DRIVER_GROUP_ROWS, DRIVER_GROUP_TABLES, driver_groups, run_merge
+from mysql_cdc.kinds.mysql.sink import MySQLSink
+from mysql_cdc.kinds.mysql.sink.follower import FollowerSchemaError
 
 # text that SQL must carry byte for byte: quotes, backslashes, a TAB, a NUL, a line end, emoji
 TRICKY = ["it''s", "back\\\\slash", "tab\\there", "nul\\0byte", "line\\nend", "emoji 😀", "trailing  "]
@@ -120,7 +125,9 @@ SHAPE_ROWS = [
 ]
 
 
-def test_a_batch_of_many_small_tables_merges_exactly_in_groups(make_pipeline):
+def _many_small_tables(make_pipeline):
+    """A pipeline whose one batch changes ``MANY`` small tables of every ``SHAPES`` (more than one
+    driver group), the same tables and rows on both servers before it; returns (pipeline, batch)."""
     pipeline = make_pipeline(start=False)
     db, leader = pipeline.database, pipeline.leader
     # the same tables and rows on both servers before the pipeline starts (DDL replay is tested elsewhere)
@@ -150,9 +157,55 @@ def test_a_batch_of_many_small_tables_merges_exactly_in_groups(make_pipeline):
     batch = pipeline.capture([f"USE {db}", *changes])
     tables = [t for s in batch.segments if s.kind == "rows" for t in s.tables]
     assert len(tables) == MANY
+    return pipeline, batch
+
+
+def test_a_batch_of_many_small_tables_merges_exactly_in_groups(make_pipeline):
+    pipeline, batch = _many_small_tables(make_pipeline)
     summary = run_merge(_no_spark, pipeline.manifest_uri(batch), pipeline.secrets)
-    assert_same_database(leader, pipeline.follower, db)
+    assert_same_database(pipeline.leader, pipeline.follower, pipeline.database)
     assert sum(t.deleted for t in summary.tables) >= MANY and sum(t.inserted for t in summary.tables) >= MANY
+
+
+def test_groups_of_small_tables_are_netted_ahead_while_the_follower_checks_their_tables(make_pipeline, monkeypatch):
+    pipeline, batch = _many_small_tables(make_pipeline)
+    netted: list[tuple[str, list[str]]] = []  # (thread, the group's tables), in the order netting began
+    netting_began = threading.Event()
+    read_and_net = netting.read_and_net
+
+    def recording(store, prefix, items):
+        netted.append((threading.current_thread().name, [item[1].qualified_name for item in items]))
+        netting_began.set()
+        return read_and_net(store, prefix, items)
+
+    check_tables = MySQLSink.check_tables
+
+    def check_after_netting_began(self, tables):
+        # the check waits for the first group's netting: the job must not wait for the check to net
+        assert netting_began.wait(timeout=30), "no group was netted while the follower checked the tables"
+        return check_tables(self, tables)
+
+    monkeypatch.setattr(netting, "read_and_net", recording)
+    monkeypatch.setattr(MySQLSink, "check_tables", check_after_netting_began)
+    run_merge(_no_spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    assert_same_database(pipeline.leader, pipeline.follower, pipeline.database)
+    # each small table netted once, with its group, in the groups' thread, the groups in order
+    tables = [t for s in batch.segments if s.kind == "rows" for t in s.tables]
+    assert all(thread.startswith("mysql-cdc net-groups-ahead") for thread, _ in netted), netted
+    assert [name for _, group in netted for name in group] == [t.qualified_name for t in tables]
+    assert len(netted) == len(driver_groups(tables, list(range(len(tables))))) > 1
+
+
+def test_a_table_the_follower_lacks_stops_the_segment_after_groups_were_netted_ahead(make_pipeline):
+    pipeline, batch = _many_small_tables(make_pipeline)
+    db, follower = pipeline.database, pipeline.follower
+    follower.run_sql([f"DROP TABLE {db}.t{MANY - 1:02d}"])
+    before = snapshot(follower, db)
+    with pytest.raises(FollowerSchemaError, match=rf"`{db}`.`t{MANY - 1:02d}` does not exist"):
+        run_merge(_no_spark, pipeline.manifest_uri(batch), pipeline.secrets)
+    # nothing was written: the checkpoint and the other tables are as before the batch
+    assert pipeline.checkpoint().position == batch.start
+    assert snapshot(follower, db) == before
 
 
 def test_driver_groups_hold_a_bounded_number_of_tables_and_rows():

@@ -57,9 +57,9 @@ def test_tables_after_ddl_are_netted_once_ahead_and_the_follower_equals_the_lead
     netted: list[tuple[str, str]] = []
     read_and_net = netting.read_and_net
 
-    def recording(store, prefix, items, packed=None):
+    def recording(store, prefix, items):
         netted.extend((threading.current_thread().name, item[1].qualified_name) for item in items)
-        return read_and_net(store, prefix, items, packed)
+        return read_and_net(store, prefix, items)
 
     monkeypatch.setattr(netting, "read_and_net", recording)
     pipeline = make_pipeline()

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from . import netting
 from .joined import JoinedRows, join_segments
-from .reader import PackedBytes, change_schema, fetch_packed
+from .reader import change_schema
 from .report import MergeSummary, TableReport, segment_lines
 from ..contracts import (
     BinlogPosition, ChangeBatch, Checkpoint, DdlSegment, RowSegment, Segment, SnapshotSegment, TableChanges,
@@ -123,47 +123,67 @@ def _stage_through_spark(st: _SegmentStaging, i: int) -> None:
 
 
 def _stage_driver_tables(st: _SegmentStaging, indexes: list[int],
-                         packed: Callable[[], PackedBytes] | None = None) -> None:
+                         netted_ahead: Callable[[], list[netting.Netted]] | None = None) -> None:
     """Tables read and netted here on the driver (``merge.netting``), then staged by the writer in
-    one pass. ``packed``: the group's bytes in packs, fetched ahead."""
+    one pass. ``netted_ahead``: the group's netting, done ahead (``_GroupsAhead``)."""
     started = time.monotonic()
     ctx, tables = st.ctx, [st.segment.tables[i] for i in indexes]
-    items = [(change_schema(t, ctx.sink.change_metadata(t)), t, st.position(t)) for t in tables]
-    ahead = ctx.ahead.take(st.segment, indexes[0], items[0][2]) if ctx.ahead and len(indexes) == 1 else None
-    netted = [ahead] if ahead is not None else \
-        netting.read_and_net(ctx.job.store, ctx.batch.prefix, items, packed() if packed else None)
+    if netted_ahead is not None:
+        netted = netted_ahead()
+    else:
+        items = [(change_schema(t, ctx.sink.change_metadata(t)), t, st.position(t)) for t in tables]
+        ahead = ctx.ahead.take(st.segment, indexes[0], items[0][2]) if ctx.ahead and len(indexes) == 1 else None
+        netted = [ahead] if ahead is not None else netting.read_and_net(ctx.job.store, ctx.batch.prefix, items)
     st.writer.apply([st.net_rows(i, ArrowRows(changes, net)) for i, (changes, net) in zip(indexes, netted)])
     share = (time.monotonic() - started) / len(indexes)  # tables prepared together: each its share
     for i in indexes:
         st.reports[i].stage_seconds = share
 
 
-class _ReadAhead:
-    """The packed bytes (``reader.fetch_packed``) of groups prepared one after another, each
-    group's requested while the group before it is prepared. On S3 a request costs tens of
-    milliseconds of waiting: a thousand small tables in 16 groups waited 0.4 s, one after another,
-    where a group's CPU work can hide it. One group ahead: two groups' bytes in memory at most."""
+class _GroupsAhead:
+    """The groups of small tables of one row segment (``driver_groups``), read and netted
+    (``netting.read_and_net``) in a thread of their own, up to ``GROUPS_AHEAD`` groups ahead of
+    the one the writer prepares; the first ones from before the follower is asked for the
+    segment's tables (``Sink.check_tables``), which they do not need.
 
-    def __init__(self, ctx: _Context, segment: RowSegment, groups: list[list[int]]):
-        self._tables = [[segment.tables[i] for i in group] for group in groups]
-        self._store, self._prefix = ctx.job.store, ctx.batch.prefix
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc read-ahead")
+    Reading and netting do not touch the follower, and each group's result only waits for its
+    turn: a table the check refuses stops the segment before the writer is given anything. What
+    it gains: the follower's time to answer the check (a thousand tables: 60-80 ms), a pack's
+    request on S3 (tens of milliseconds of waiting, 16 of them for a thousand small tables), and
+    the compiled reader's decoding outside the GIL, each beside the preparation of other groups.
+    ``GROUPS_AHEAD`` + 1 groups' change rows and net rows in memory at most."""
+
+    GROUPS_AHEAD = 2
+
+    def __init__(self, ctx: _Context, segment: RowSegment, checkpoint: Checkpoint, groups: list[list[int]]):
+        self._ctx, self._segment, self._checkpoint = ctx, segment, checkpoint
+        self.groups = groups
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc net-groups-ahead")
         self._requested: dict[int, Future] = {}
+        for k in range(self.GROUPS_AHEAD):
+            self._request(k)
 
-    def taker(self, k: int) -> Callable[[], PackedBytes]:
-        """What group ``k``'s preparation calls for its bytes (groups are prepared in order)."""
+    def taker(self, k: int) -> Callable[[], list[netting.Netted]]:
+        """What group ``k``'s preparation calls for its netted tables (groups are prepared in order)."""
         return lambda: self._take(k)
 
-    def _take(self, k: int) -> PackedBytes:
-        self._request(k + 1)
+    def _take(self, k: int) -> list[netting.Netted]:
+        self._request(k + self.GROUPS_AHEAD)
         return self._request(k).result()
 
     def _request(self, k: int) -> Future | None:
-        if k < len(self._tables) and k not in self._requested:
-            self._requested[k] = self._pool.submit(fetch_packed, self._store, self._prefix, self._tables[k])
+        if k < len(self.groups) and k not in self._requested:
+            self._requested[k] = self._pool.submit(self._net, self.groups[k])
         return self._requested.get(k)
 
-    def __enter__(self) -> "_ReadAhead":
+    def _net(self, group: list[int]) -> list[netting.Netted]:
+        ctx, checkpoint = self._ctx, self._checkpoint
+        tables = [self._segment.tables[i] for i in group]
+        items = [(change_schema(t, ctx.sink.change_metadata(t)), t,
+                  table_position(checkpoint, ctx.positions, t.database, t.table)) for t in tables]
+        return netting.read_and_net(ctx.job.store, ctx.batch.prefix, items)
+
+    def __enter__(self) -> "_GroupsAhead":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -245,22 +265,20 @@ def driver_groups(tables: list, indexes: list[int]) -> list[list[int]]:
     return groups
 
 
-def _stage_tables(st: _SegmentStaging, with_files: list[int]) -> None:
+def _stage_tables(st: _SegmentStaging, with_files: list[int], groups: list[list[int]], ahead: _GroupsAhead) -> None:
     """Stage the tables (indexes of the segment's tables that have change rows) through the
-    segment's writer, Spark's and the driver's at once."""
+    segment's writer, Spark's and the driver's at once: ``groups`` are those netted on the driver
+    (``driver_groups``), ``ahead`` nets those of more than one table."""
     # The tables' Spark jobs run concurrently: a small table's job is mostly latency (task
     # scheduling, Python workers, follower round trips), which overlaps well. A large table
     # netted on the driver is mostly Arrow and numpy work outside the GIL: two at a time. A
     # group of small tables is Python under the GIL: one group at a time, as two only contend
     # (a thousand small tables: 3.4 s one group at a time, 3.4-4.2 s two at a time).
-    tables = st.segment.tables
-    on_driver = [i for i in with_files if st.ctx.on_driver(tables[i])]
-    through_spark = sorted(set(with_files) - set(on_driver))
-    groups = driver_groups(tables, on_driver)
-    small = [group for group in groups if len(group) > 1]
+    on_driver = {i for group in groups for i in group}
+    through_spark = [i for i in with_files if i not in on_driver]
     with ThreadPoolExecutor(_STAGING_THREADS) as spark_pool, ThreadPoolExecutor(_DRIVER_THREADS) as large_pool, \
-            ThreadPoolExecutor(1) as small_pool, _ReadAhead(st.ctx, st.segment, small) as ahead:
-        work = [small_pool.submit(_stage_driver_tables, st, group, ahead.taker(k)) for k, group in enumerate(small)]
+            ThreadPoolExecutor(1) as small_pool:
+        work = [small_pool.submit(_stage_driver_tables, st, group, ahead.taker(k)) for k, group in enumerate(ahead.groups)]
         work += [large_pool.submit(_stage_driver_tables, st, group) for group in groups if len(group) == 1]
         work += [spark_pool.submit(_stage_through_spark, st, i) for i in through_spark]
         for future in work:
@@ -275,24 +293,26 @@ def apply_row_segment(ctx: _Context, segment: RowSegment, checkpoint: Checkpoint
     live = [i for i, t in enumerate(segment.tables)
             if table_position(checkpoint, ctx.positions, t.database, t.table) < segment.end]
     reports = {i: TableReport(segment.tables[i].qualified_name, segment.tables[i].row_count) for i in live}
-    # every table is checked before anything is staged: a bad table leaves the follower untouched
-    targets = dict(zip(live, ctx.sink.check_tables([segment.tables[i] for i in live])))
-    with ctx.sink.segment(ctx.job, segment, checkpoint) as writer:
-        if any(segment.tables[i].files and not ctx.on_driver(segment.tables[i]) for i in live):
-            ctx.job.spark()  # start Spark (if this is its first use) before the threads below share it
-        _stage_tables(_SegmentStaging(ctx, writer, checkpoint, targets, reports),
-                      [i for i in live if segment.tables[i].files])
-        crash_point("after_staging")
-        done = Checkpoint(
-            ctx.batch.pipeline, segment.end,
-            # a segment's last GTID is only known when it ends the batch
-            ctx.batch.end_gtid if segment.end == ctx.batch.end else None,
-            ctx.batch.batch_id, gtid_set=segment.gtid_set, leader_id=ctx.batch.leader_id,
-        )
-        started = time.monotonic()
-        applied = writer.commit(done)
-        # (tables whose rows were sent during staging count follower seconds spent before the commit)
-        commit_seconds = max(0.0, time.monotonic() - started - sum(seconds for _, seconds in applied.values()))
+    with_files = [i for i in live if segment.tables[i].files]
+    groups = driver_groups(segment.tables, [i for i in with_files if ctx.on_driver(segment.tables[i])])
+    with _GroupsAhead(ctx, segment, checkpoint, [group for group in groups if len(group) > 1]) as ahead:
+        # every table is checked before anything is staged: a bad table leaves the follower untouched
+        targets = dict(zip(live, ctx.sink.check_tables([segment.tables[i] for i in live])))
+        with ctx.sink.segment(ctx.job, segment, checkpoint) as writer:
+            if any(segment.tables[i].files and not ctx.on_driver(segment.tables[i]) for i in live):
+                ctx.job.spark()  # start Spark (if this is its first use) before the threads below share it
+            _stage_tables(_SegmentStaging(ctx, writer, checkpoint, targets, reports), with_files, groups, ahead)
+            crash_point("after_staging")
+            done = Checkpoint(
+                ctx.batch.pipeline, segment.end,
+                # a segment's last GTID is only known when it ends the batch
+                ctx.batch.end_gtid if segment.end == ctx.batch.end else None,
+                ctx.batch.batch_id, gtid_set=segment.gtid_set, leader_id=ctx.batch.leader_id,
+            )
+            started = time.monotonic()
+            applied = writer.commit(done)
+            # (tables whose rows were sent during staging count follower seconds spent before the commit)
+            commit_seconds = max(0.0, time.monotonic() - started - sum(seconds for _, seconds in applied.values()))
     for report in reports.values():
         report.rows_written, report.apply_seconds = applied.get(report.table, (0, 0.0))
         ctx.summary.add(report)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ..contracts import BinlogPosition, TableChanges
 from ..contracts import change_row as cr
 from ..storage import ObjectStore
-from .reader import PackedBytes, read_tables
+from .reader import read_tables
 
 OP, COUNT = cr.NET_OP, cr.NET_COUNT
 
@@ -370,15 +370,13 @@ NetItem = tuple[pa.Schema, TableChanges, BinlogPosition]
 Netted = tuple[pa.Table, pa.Table]
 
 
-def read_and_net(store: ObjectStore, batch_prefix: str, items: Sequence[NetItem],
-                 packed: PackedBytes | None = None) -> list[Netted]:
+def read_and_net(store: ObjectStore, batch_prefix: str, items: Sequence[NetItem]) -> list[Netted]:
     """The driver's path for a group of small tables, the same for every sink: their change rows
-    read from the batch (``reader.read_tables``; ``packed``: the group's bytes in packs, if the
-    caller fetched them ahead), those at or after each table's position kept, and netted together
-    (``net_tables``). In the order of ``items``."""
+    read from the batch (``reader.read_tables``), those at or after each table's position kept,
+    and netted together (``net_tables``). In the order of ``items``."""
     # step by step over the whole group, not table by table: each step's code and data stay in the
     # CPU's caches (interleaved, a thousand small tables took twice as long)
-    read = read_tables(store, batch_prefix, [(schema, table) for schema, table, _ in items], packed)
+    read = read_tables(store, batch_prefix, [(schema, table) for schema, table, _ in items])
     changes = [rows_after(rows, position) for rows, (_, _, position) in zip(read, items)]
     return list(zip(changes, net_tables(changes, [table for _, table, _ in items])))
 
