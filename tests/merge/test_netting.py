@@ -268,10 +268,44 @@ def test_tables_netted_together_are_each_netted_as_alone():
     wide = change_table(int_key_history(rnd, 30, moves=False))  # the same table, its key as uint64
     wide = wide.set_column(0, pa.field("id", pa.uint64(), False), wide.column("id").cast(pa.uint64()))
     cases += [(wide, keyed), (change_table([]), keyed), (change_table([]), keyed)]  # no rows, last
-    grouped = [netting._group_key(netting._in_order(c), t) is not None for c, t in cases]
+    grouped = [netting._group_key(ordered, t, netting.op_letters(netting.as_array(ordered.column(cr.OP)))) is not None
+               for ordered, t in ((netting._in_order(c), t) for c, t in cases)]
     assert sum(grouped) >= 15 and not all(grouped)  # both paths taken
     nets = netting.net_tables([c for c, _ in cases], [t for _, t in cases])
     for (changes, table), net in zip(cases, nets):
         alone = netting.net_rows(changes, table)
         assert net.schema == alone.schema
         assert net.to_pylist() == alone.to_pylist()
+
+
+def test_the_op_letters_of_tables_made_together_are_each_tables_own():
+    """``each_op_letters`` makes the letters of many tables in one call; each table's must be what
+    ``op_letters`` makes of its column alone: tables empty, of one row, sliced (an offset into
+    their buffers) or of several chunks."""
+    ops = pa.array(list("IUDDUIIUD"))
+    tables = [pa.table({cr.OP: ops.slice(0, 0)}), pa.table({cr.OP: ops}), pa.table({cr.OP: ops.slice(3, 4)}),
+              pa.table({cr.OP: ops.slice(8, 1)}), pa.Table.from_batches([pa.record_batch({cr.OP: ops.slice(1, 2)}),
+                                                                          pa.record_batch({cr.OP: ops.slice(5, 3)})])]
+    together = netting.each_op_letters(tables)
+    assert [t.tolist() for t in together] == [netting.op_letters(netting.as_array(t.column(cr.OP))).tolist()
+                                              for t in tables]
+    assert [b"".join(t).decode() for t in together] == ["", "IUDDUIIUD", "DUII", "D", "UDIIU"]
+    assert [t.tolist() for t in netting.each_op_letters(tables[2:3])] == [[b"D", b"U", b"I", b"I"]]
+    assert netting.each_op_letters([]) == []
+
+
+def test_the_rows_of_tables_kept_together_are_those_each_table_keeps_alone():
+    """``rows_after_each`` compares many tables' rows with their positions in one pass; each table
+    must keep exactly the rows ``rows_after`` keeps of it alone: all, some, none, from positions in
+    another binlog file, tables without rows among them."""
+    rnd = random.Random(3)
+    tables = [change_table(keyed_history(rnd, n)) for n in (40, 0, 25, 60, 1)]
+    positions = [BinlogPosition("b.000001", 100), BinlogPosition("b.000001", 150), BinlogPosition("b.000001", 150),
+                 BinlogPosition("b.000002", 4), BinlogPosition("b.000001", 4)]
+    for chosen in (positions, [BinlogPosition("b.000001", 4)] * len(tables)):
+        together = netting.rows_after_each(tables, chosen)
+        alone = [netting.rows_after(t, p) for t, p in zip(tables, chosen)]
+        assert [t.to_pylist() for t in together] == [t.to_pylist() for t in alone]
+    kept = [t.num_rows for t in netting.rows_after_each(tables, positions)]
+    assert kept[0] == tables[0].num_rows and 0 < kept[2] < tables[2].num_rows and kept[3] == 0, kept
+    assert netting.rows_after_each([], []) == []

@@ -68,6 +68,24 @@ def rows_after(changes: pa.Table, position: BinlogPosition) -> pa.Table:
     return changes if later.all() else changes.filter(pa.array(later))
 
 
+def rows_after_each(changes: Sequence[pa.Table], positions: Sequence[BinlogPosition]) -> list[pa.Table]:
+    """``rows_after`` of each table (``changes[i]`` from ``positions[i]``), compared for all of
+    them in one numpy pass: a table of a group of small ones otherwise pays its few calls of a few
+    microseconds each. Usually every row is after, and nothing is copied."""
+    if len(changes) < 2:
+        return [rows_after(c, p) for c, p in zip(changes, positions)]
+    sizes = [c.num_rows for c in changes]
+    seq, pos = (np.concatenate([c.column(n).to_numpy() for c in changes]) for n in (cr.BINLOG_SEQ, cr.BINLOG_POS))
+    at_seq = np.repeat([p.sequence for p in positions], sizes)
+    at_pos = np.repeat([p.offset for p in positions], sizes)
+    later = (seq > at_seq) | ((seq == at_seq) & (pos >= at_pos))
+    if later.all():
+        return list(changes)
+    ends = np.cumsum(sizes).tolist()
+    return [c if keep.all() else c.filter(pa.array(keep))
+            for c, keep in zip(changes, (later[end - n:end] for n, end in zip(sizes, ends)))]
+
+
 def _each_later(seq: np.ndarray, pos: np.ndarray, index: np.ndarray) -> np.ndarray:
     """From the differences of consecutive rows' (sequence, offset, index): whether each row's
     event is at or after the one before it."""
@@ -303,24 +321,37 @@ def _each_in_order(changes: Sequence[pa.Table]) -> list[pa.Table]:
     return [_in_order(c) if i in unordered else c for i, c in enumerate(changes)]
 
 
-def _group_key(changes: pa.Table, table: TableChanges) -> Optional[tuple[np.ndarray, np.ndarray]]:
-    """A table's keys as int64 and its op letters, when the table nets in a group (``net_tables``):
-    one integer key column (up to 63 bits) without NULLs, and no update in the batch that changed
-    a key (its old key's delete needs the before image: ``net_keyed``). None otherwise."""
+def _group_key(changes: pa.Table, table: TableChanges, ops: np.ndarray) -> Optional[np.ndarray]:
+    """A table's keys as int64, when the table nets in a group (``net_tables``): one integer key
+    column (up to 63 bits) without NULLs, and no update in the batch that changed a key (its old
+    key's delete needs the before image: ``net_keyed``). None otherwise. ``ops``: its op letters."""
     if len(table.key_columns) != 1 or not changes.num_rows:
         return None
     keys = as_array(changes.column(table.key_columns[0]))
-    if not pa.types.is_integer(keys.type) or keys.type == pa.uint64() or keys.null_count:
+    if not pa.types.is_integer(keys.type) or keys.type == _UINT64 or keys.null_count:
         return None
     keys = _int_values(keys)
-    ops = op_letters(as_array(changes.column(cr.OP)))
-    updates = np.flatnonzero(ops == cr.UPDATE.encode())
+    updates = np.flatnonzero(ops == _UPDATE)
     if len(updates):
         # an update's old key, read from the before image's buffers (a take would cost tens of µs)
         old = _before(changes).field(table.key_columns[0])
         if not _valid(old)[updates].all() or np.any(_int_values(old)[updates] != keys[updates]):
             return None
-    return keys, ops
+    return keys
+
+
+_UINT64, _UPDATE = pa.uint64(), cr.UPDATE.encode()
+
+
+def each_op_letters(tables: Sequence[pa.Table], column: str = cr.OP) -> list[np.ndarray]:
+    """``op_letters`` of each table's op ``column`` (a change row's, or a net row's
+    ``cr.NET_OP``), made for all of them at once: one call costs ~10 µs however few its rows, which
+    a group of small tables would pay per table. Each table's letters are a view of its share."""
+    if len(tables) == 1:  # (a large table is netted alone: its letters straight from its column)
+        return [op_letters(as_array(tables[0].column(column)))]
+    letters = op_letters(pa.concat_arrays([as_array(t.column(column)) for t in tables])) if tables else None
+    ends = np.cumsum([t.num_rows for t in tables])
+    return [letters[end - t.num_rows:end] for t, end in zip(tables, ends.tolist())]
 
 
 def net_tables(changes: Sequence[pa.Table], tables: Sequence[TableChanges]) -> list[pa.Table]:
@@ -332,7 +363,8 @@ def net_tables(changes: Sequence[pa.Table], tables: Sequence[TableChanges]) -> l
     its rows: the bench's thousand tables of a hundred rows took 0.69-0.80 s table by table,
     0.49-0.61 s in groups of 64 (each table's images are still its own take)."""
     ordered = _each_in_order(changes)
-    grouped = [_group_key(c, t) for c, t in zip(ordered, tables)]
+    letters = each_op_letters(ordered)
+    grouped = [_group_key(c, t, ops) for c, t, ops in zip(ordered, tables, letters)]
     together = [i for i, g in enumerate(grouped) if g is not None]
     nets: list[Optional[pa.Table]] = [None if g is not None else net_rows(c, t)
                                       for c, t, g in zip(ordered, tables, grouped)]
@@ -343,8 +375,8 @@ def net_tables(changes: Sequence[pa.Table], tables: Sequence[TableChanges]) -> l
     # stable: a key's events keep the rows' binlog order), a key's events are one run.
     sizes = np.array([ordered[i].num_rows for i in together])
     table_of = np.repeat(np.arange(len(together)), sizes)
-    key = np.concatenate([grouped[i][0] for i in together])
-    ops = np.concatenate([grouped[i][1] for i in together])
+    key = np.concatenate([grouped[i] for i in together])
+    ops = np.concatenate([letters[i] for i in together])
     events = np.lexsort([key, table_of])
     tables_sorted, keys_sorted = table_of[events], key[events]
     starts = np.ones(len(events), dtype=bool)
@@ -357,9 +389,11 @@ def net_tables(changes: Sequence[pa.Table], tables: Sequence[TableChanges]) -> l
         share = slice(bounds[j], bounds[j + 1])
         rows = picked[share] - offsets[j]
         columns = [c.name for c in tables[i].columns]  # (``table_columns``, without asking Arrow for names)
-        images = _images(ordered[i], columns, np.full(len(rows), _AFTER, dtype=np.int8), rows)
-        nets[i] = _net_table(ordered[i], columns, images, _op_array(codes[share]),
-                             pa.array(np.ones(len(rows), dtype=np.int64)))
+        # no key moved: after images only, one take; named, every field NULL-able (``_net_table``'s
+        # schema, without making one: its fields cost microseconds each)
+        images = ordered[i].select(columns).take(pa.array(rows)).columns
+        nets[i] = pa.Table.from_arrays([*images, _op_array(codes[share]), pa.array(np.ones(len(rows), dtype=np.int64))],
+                                       names=[*columns, OP, COUNT])
     return nets
 
 
@@ -377,7 +411,7 @@ def read_and_net(store: ObjectStore, batch_prefix: str, items: Sequence[NetItem]
     # step by step over the whole group, not table by table: each step's code and data stay in the
     # CPU's caches (interleaved, a thousand small tables took twice as long)
     read = read_tables(store, batch_prefix, [(schema, table) for schema, table, _ in items])
-    changes = [rows_after(rows, position) for rows, (_, _, position) in zip(read, items)]
+    changes = rows_after_each(read, [position for _, _, position in items])
     return list(zip(changes, net_tables(changes, [table for _, table, _ in items])))
 
 

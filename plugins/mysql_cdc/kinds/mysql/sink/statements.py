@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ....merge.netting import as_array, op_letters
+from ....merge.netting import as_array, each_op_letters
 from ....contracts import TableChanges
 from ....contracts import change_row as cr
 from .encoding import FROM_HEX, LoadColumn, hex_text, load_column, quote_ident
@@ -109,14 +109,13 @@ class TableStatements:
 
 class _TableRows:
     """One table's net rows as its statements need them: which rows each takes (the keys of the
-    ``U`` and ``D`` rows go in the DELETE, the ``I`` and ``U`` rows in the INSERT) and the
-    columns whose literals they use."""
+    ``U`` and ``D`` rows go in the DELETE, the ``I`` and ``U`` rows in the INSERT, from ``ops``,
+    their op letters) and the columns whose literals they use."""
 
-    def __init__(self, table: TableChanges, columns: Sequence[FollowerColumn], net: pa.Table):
+    def __init__(self, table: TableChanges, columns: Sequence[FollowerColumn], net: pa.Table, ops: np.ndarray):
         self.target = qualified(table.database, table.table)
         self.net = net
         self.mysql_types = {c.name: c.mysql_type for c in table.columns}
-        ops = op_letters(as_array(net.column(OP)))
         self.removed = np.flatnonzero(ops != cr.INSERT.encode())
         self.added = np.flatnonzero(ops != cr.DELETE.encode())
         self.keys = list(table.key_columns) if len(self.removed) else []
@@ -201,7 +200,8 @@ def tables_statements(tables: Sequence[tuple[TableChanges, Sequence[FollowerColu
     whatever their table, are concatenated and encoded by one pass of Arrow kernels, and the rows
     of all the tables are joined by two more (``_Literals``). An Arrow kernel costs tens of
     microseconds however few its rows; a thousand small tables could not pay several per column."""
-    plans = [_TableRows(table, columns, net) for table, columns, net in tables]
+    letters = each_op_letters([net for _, _, net in tables], OP)  # ``op_letters`` of every table at once
+    plans = [_TableRows(table, columns, net, ops) for (table, columns, net), ops in zip(tables, letters)]
     literals = _Literals(plans)
     inserting = [i for i, plan in enumerate(plans) if plan.names]
     inserted = dict(zip(inserting, literals.rows([(i, plans[i].names, plans[i].added) for i in inserting], True)))
