@@ -201,20 +201,19 @@ _FileBytes = tuple[str, Optional[tuple[int, int]], pa.Buffer]
 
 
 def read_tables(store: ObjectStore, batch_prefix: str, tables: Sequence[tuple[pa.Schema, TableChanges]],
-                packed: PackedBytes | None = None, compiled: bool = True) -> list[pa.Table]:
+                compiled: bool = True) -> list[pa.Table]:
     """All the rows in the batch of each (schema, table), read right here (the driver's path for
     small tables, ``netting``) from the job's open ``store`` (a new S3 client per table would
     cost more than a small table's rows): the same files, checks and schema as the executors'
     ``read_units``. Tables whose files share a pack cost one request for all of them
-    (``fetch_packed``, unless the caller fetched them already: ``packed``).
+    (``fetch_packed``).
 
     Tables of fewer than ``_THREADED_READ_ROWS`` change rows are read by the compiled reader
     (``compiled_read``), all in one call; the others, and all of them with ``compiled=False`` (the
     reference the tests compare with), by pyarrow on ``_READ_THREADS`` threads, every one a share of the tables (for a
     large file Arrow's own threads decode its columns side by side: 1M change rows in 0.11 s,
     where the compiled reader, one thread per file, took 0.19 s)."""
-    if packed is None:
-        packed = fetch_packed(store, batch_prefix, [table for _, table in tables])
+    packed = fetch_packed(store, batch_prefix, [table for _, table in tables])
     by_compiled = [compiled and table.row_count < _THREADED_READ_ROWS for _, table in tables]
     compiled = iter(_read_compiled(store, batch_prefix, [t for t, c in zip(tables, by_compiled) if c], packed))
     others = iter(_read_pyarrow(store, batch_prefix, [t for t, c in zip(tables, by_compiled) if not c], packed))
