@@ -111,6 +111,13 @@ class _SegmentStaging:
         return table_position(self.checkpoint, self.ctx.positions, table.database, table.table)
 
 
+def _net_item(ctx: _Context, checkpoint: Checkpoint, table: TableChanges) -> netting.NetItem:
+    """What netting ``table`` on the driver needs: the schema its change rows are read as, the
+    table, and the follower's position for it (as ``_SegmentStaging.position`` gives it)."""
+    return (change_schema(table, ctx.sink.change_metadata(table)), table,
+            table_position(checkpoint, ctx.positions, table.database, table.table))
+
+
 def _stage_through_spark(st: _SegmentStaging, i: int) -> None:
     """A table read and netted by Spark, staged by the writer (one per call: their jobs run
     concurrently)."""
@@ -131,7 +138,7 @@ def _stage_driver_tables(st: _SegmentStaging, indexes: list[int],
     if netted_ahead is not None:
         netted = netted_ahead()
     else:
-        items = [(change_schema(t, ctx.sink.change_metadata(t)), t, st.position(t)) for t in tables]
+        items = [_net_item(ctx, st.checkpoint, t) for t in tables]
         ahead = ctx.ahead.take(st.segment, indexes[0], items[0][2]) if ctx.ahead and len(indexes) == 1 else None
         netted = [ahead] if ahead is not None else netting.read_and_net(ctx.job.store, ctx.batch.prefix, items)
     st.writer.apply([st.net_rows(i, ArrowRows(changes, net)) for i, (changes, net) in zip(indexes, netted)])
@@ -177,10 +184,8 @@ class _GroupsAhead:
         return self._requested.get(k)
 
     def _net(self, group: list[int]) -> list[netting.Netted]:
-        ctx, checkpoint = self._ctx, self._checkpoint
-        tables = [self._segment.tables[i] for i in group]
-        items = [(change_schema(t, ctx.sink.change_metadata(t)), t,
-                  table_position(checkpoint, ctx.positions, t.database, t.table)) for t in tables]
+        ctx = self._ctx
+        items = [_net_item(ctx, self._checkpoint, self._segment.tables[i]) for i in group]
         return netting.read_and_net(ctx.job.store, ctx.batch.prefix, items)
 
     def __enter__(self) -> "_GroupsAhead":

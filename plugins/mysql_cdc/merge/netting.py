@@ -321,6 +321,9 @@ def _each_in_order(changes: Sequence[pa.Table]) -> list[pa.Table]:
     return [_in_order(c) if i in unordered else c for i, c in enumerate(changes)]
 
 
+_UINT64, _UPDATE = pa.uint64(), cr.UPDATE.encode()
+
+
 def _group_key(changes: pa.Table, table: TableChanges, ops: np.ndarray) -> Optional[np.ndarray]:
     """A table's keys as int64, when the table nets in a group (``net_tables``): one integer key
     column (up to 63 bits) without NULLs, and no update in the batch that changed a key (its old
@@ -338,9 +341,6 @@ def _group_key(changes: pa.Table, table: TableChanges, ops: np.ndarray) -> Optio
         if not _valid(old)[updates].all() or np.any(_int_values(old)[updates] != keys[updates]):
             return None
     return keys
-
-
-_UINT64, _UPDATE = pa.uint64(), cr.UPDATE.encode()
 
 
 def each_op_letters(tables: Sequence[pa.Table], column: str = cr.OP) -> list[np.ndarray]:
