@@ -14,7 +14,8 @@ use std::collections::HashSet;
 
 use arrow_array::{RecordBatch, RecordBatchReader, StructArray};
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::file::metadata::ParquetStatisticsPolicy;
 use parquet::arrow::ProjectionMask;
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -80,7 +81,13 @@ fn read_shares(requests: &[FileRequest], threads: usize) -> Result<Vec<RecordBat
 /// alone), as pyarrow's `columns` takes them. A requested column the file lacks is left for the
 /// caller's check to name.
 fn read_file((bytes, names): &FileRequest) -> Result<RecordBatch, String> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).map_err(|e| e.to_string())?;
+    // The file is read whole: its columns' statistics (min/max, encodings, sizes) would only prune
+    // row groups or pages, and decoding them is a share of a small file's footer parse
+    let options = ArrowReaderOptions::new()
+        .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+        .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll)
+        .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes.clone(), options).map_err(|e| e.to_string())?;
     let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
     let leaves: Vec<usize> = builder
         .parquet_schema()

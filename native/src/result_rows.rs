@@ -9,7 +9,7 @@
 //! whose first value is 2^24 bytes or longer also starts with 0xFE, then an 8-byte length) or an
 //! ERR packet (0xFF), kept whole for the caller to raise as PyMySQL would.
 
-use arrow_array::{Array, ArrayRef, StructArray};
+use arrow_array::{ArrayRef, StructArray};
 use arrow_schema::Field;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
@@ -220,6 +220,7 @@ impl ResultRowsDecoder {
 mod tests {
     use super::*;
     use crate::packets::packet;
+    use arrow_array::Array;
 
     fn decoder(plans: Vec<ColumnPlan>) -> ResultRowsDecoder {
         let names = (0..plans.len()).map(|i| format!("c{i}")).collect();
