@@ -21,6 +21,7 @@ from pymysqlreplication import BinLogStreamReader
 from mysql_cdc.capture.stream.binlog_capture import BinlogCapture, StopReading
 from mysql_cdc.capture.stream.binlog_stream import BinlogReader
 from mysql_cdc.capture.change_batch import ChangeBatchWriter
+from mysql_cdc.capture.stream import extract
 from mysql_cdc.capture.stream.extract import BatchTarget, RangeRequest, extract_range
 from mysql_cdc.capture.events import UnknownEventError
 from mysql_cdc.capture.filters import TableFilter
@@ -202,15 +203,14 @@ def test_tagged_gtids_are_recorded_exactly(mysql_leader, tmp_path, unique_name):
     assert batch.end_gtid == gtids[3]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="known defect: mysql-replication reads a Previous_gtids event in the pre-tag format; "
-                          "one that holds tagged GTIDs (MySQL 8.3+) breaks its reading (PyMySQL's 'Result length "
-                          "not requested length'). Strict: this test fails once the capture reads it, so the "
-                          "marker goes with the fix")
+@pytest.mark.parametrize("framing", ["native", "library"])
 def test_a_range_across_a_binlog_file_that_starts_after_tagged_gtids_is_captured(mysql_leader, tmp_path,
-                                                                                  unique_name):
+                                                                                  unique_name, framing, monkeypatch):
     """A new binlog file starts with a Previous_gtids event: every GTID executed before it, the
-    tagged ones (uuid:tag:N) included. A range that crosses into such a file is captured whole."""
+    tagged ones (uuid:tag:N) included, in a layout mysql-replication cannot read (its reading broke
+    mid-event: "Result length not requested length"). A range that crosses into such a file is
+    captured whole, by both framings (the library's is the reference path)."""
+    monkeypatch.setitem(extract.FRAMING_OF, "native", framing)
     settings = MySQLSettings(**mysql_leader.conn_params())
     db = unique_name
     mysql_leader.run_sql([f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY)"])

@@ -34,7 +34,6 @@ from ..errors import PermanentError
 # is judged by the query handler: a DDL is replayed, statement-format DML is refused).
 CARRY_NOTHING = frozenset({
     FormatDescriptionEvent,
-    PreviousGtidsEvent,
     MariadbGtidListEvent,
     MariadbBinLogCheckPointEvent,
     MariadbAnnotateRowsEvent,
@@ -46,6 +45,14 @@ CARRY_NOTHING = frozenset({
     RandEvent,
     UserVarEvent,
 })
+
+# Event classes the reader asks the library not to read at all (``BinLogStreamReader``'s
+# ``ignored_events``: it steps over them by their header's length). MySQL's Previous_gtids (the
+# GTID set a binlog file starts with) carries nothing for a batch, and the library reads only its
+# pre-8.3 layout: one that holds a tagged GTID (uuid:tag:N) breaks its reading mid-event. What
+# needs a file's starting set reads the server's own rendering of it (SHOW BINLOG EVENTS:
+# ``gtid.FILE_START_SETS``).
+NOT_READ = (PreviousGtidsEvent,)
 
 IGNORABLE_LOG_EVENT = BINLOG.IGNORABLE_LOG_EVENT  # MySQL: "may be ignored by a replica", by definition
 HEARTBEAT_LOG_EVENT_V2 = 0x29

@@ -27,7 +27,7 @@ from ...contracts import BinlogPosition
 from ...mysql_server import MySQLSettings, connection_class
 from .compressed import EventInflater
 from ...retry_policy import TRANSIENT_SERVER_ERRORS, server_error_code
-from ..events import CaptureError, LeaderUnreachableError
+from ..events import NOT_READ, CaptureError, LeaderUnreachableError
 from ..native import require_native
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ class BinlogReader:
             # nobody handles must stop the extract (see BinlogCapture.dispatch), not vanish.
             only_events=None,
             filter_non_implemented_events=False,
+            ignored_events=list(NOT_READ),  # (events.NOT_READ says why)
             # With file+offset against MariaDB is_mariadb must stay off: on it the library ignores
             # log_file/log_pos. MariaDB GTID events still arrive.
             is_mariadb=False,
