@@ -259,6 +259,49 @@ def test_statements_made_for_tables_together_are_each_tables_own():
     assert together[4].insert.endswith("(5, _utf8mb4 X'f09f9880', '0.01', X'0a')")
 
 
+def test_statements_of_picked_net_rows_are_those_of_their_net_tables():
+    """Net rows the grouped netting picks from the change rows (``netting.PickedNet``) are made
+    into statements straight from the change rows; they must be exactly the statements of the net
+    tables those picks make (the form every other sink takes), in a group mixing both forms."""
+    from decimal import Decimal
+
+    fields = [pa.field("id", pa.int32(), False), pa.field("v", pa.string()), pa.field("n", pa.decimal128(8, 2))]
+    schema = pa.schema([*fields, pa.field(cr.OP, pa.string()), pa.field(cr.BINLOG_SEQ, pa.int64()),
+                        pa.field(cr.BINLOG_POS, pa.int64()), pa.field(cr.ROW_INDEX, pa.int32()),
+                        pa.field(cr.BEFORE, pa.struct(fields))])
+
+    def changes(rows: list[tuple]) -> pa.Table:
+        """rows: (op, id, v, n, the before image's id or None); one event each, in binlog order."""
+        return pa.Table.from_pylist([
+            {"id": i, "v": v, "n": n, cr.OP: op, cr.BINLOG_SEQ: 1, cr.BINLOG_POS: 100 + 10 * at, cr.ROW_INDEX: 0,
+             cr.BEFORE: None if old is None else {"id": old, "v": "before", "n": None}}
+            for at, (op, i, v, n, old) in enumerate(rows)], schema=schema)
+
+    spec = TableChanges("db", "t", tuple(ColumnSpec(f.name, t, str(f.type)) for f, t in
+                                         zip(fields, ("int", "varchar", "decimal"))), ("id",), ("f.parquet",), 1)
+    follower = tuple(FollowerColumn(c.name, c.mysql_type, c.mysql_type, None, None, False) for c in spec.columns)
+    cases = [
+        # inserted, then updated in place; inserted and deleted (gone); existed, deleted; updated
+        changes([("I", 3, "three", Decimal("3.00"), None), ("U", 3, "3'\\", None, 3), ("I", 5, "five", None, None),
+                 ("D", 5, "five", None, None), ("D", 1, "one", Decimal("1.00"), None), ("U", 2, None, Decimal("-2.50"), 2)]),
+        changes([("U", 7, "moved", None, 6), ("I", 8, "😀", Decimal("0.01"), None)]),  # a key moved: a net table
+        changes([]),  # no rows: a net table (empty)
+        changes([("D", 9, None, None, None)]),  # deletes only: no INSERT
+        changes([("I", 4, "four", None, None), ("I", 2, "two", None, None)]),  # rows out of key order
+    ]
+    nets = netting.net_each(cases, [spec] * len(cases))
+    assert [type(n).__name__ for n in nets] == ["PickedNet", "Table", "Table", "PickedNet", "PickedNet"]
+    picked = tables_statements([(spec, follower, net) for net in nets])
+    assert picked == tables_statements([(spec, follower, netting.net_table(net)) for net in nets])
+    assert picked[0] == TableStatements(
+        "DELETE FROM `db`.`t` WHERE `id` IN (1, 2)", 2,
+        "INSERT INTO `db`.`t` (`id`, `v`, `n`) VALUES (2, NULL, '-2.50'), (3, _utf8mb4 X'33275c', NULL)", 2)
+    assert picked[2] == TableStatements(None, 0, None, 0)
+    assert picked[3] == TableStatements("DELETE FROM `db`.`t` WHERE `id` IN (9)", 1, None, 0)
+    assert picked[4].insert == ("INSERT INTO `db`.`t` (`id`, `v`, `n`) VALUES "
+                                "(2, _utf8mb4 X'74776f', NULL), (4, _utf8mb4 X'666f7572', NULL)")
+
+
 def _table(name: str, key_types: list[str], keys: tuple[str, ...] = ("k",)) -> tuple[TableChanges, tuple]:
     columns = tuple(ColumnSpec(f"k{i}" if len(key_types) > 1 else "k", t, "int64") for i, t in enumerate(key_types))
     follower = tuple(FollowerColumn(c.name, c.mysql_type, c.mysql_type, None, None, False) for c in columns)

@@ -17,7 +17,8 @@ NULLs compare equal (Spark's ``<=>`` and its grouping), ``-0.0`` equal to ``0.0`
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -325,7 +326,7 @@ _UINT64, _UPDATE = pa.uint64(), cr.UPDATE.encode()
 
 
 def _group_key(changes: pa.Table, table: TableChanges, ops: np.ndarray) -> Optional[np.ndarray]:
-    """A table's keys as int64, when the table nets in a group (``net_tables``): one integer key
+    """A table's keys as int64, when the table nets in a group (``net_each``): one integer key
     column (up to 63 bits) without NULLs, and no update in the batch that changed a key (its old
     key's delete needs the before image: ``net_keyed``). None otherwise. ``ops``: its op letters."""
     if len(table.key_columns) != 1 or not changes.num_rows:
@@ -354,20 +355,67 @@ def each_op_letters(tables: Sequence[pa.Table], column: str = cr.OP) -> list[np.
     return [letters[end - t.num_rows:end] for t, end in zip(tables, ends.tolist())]
 
 
+@dataclass(frozen=True, eq=False)
+class PickedNet:
+    """A table's net rows as the grouped netting finds them (``net_each``): each is one of its
+    change rows as it is (the after image of its key's last event), with an op and a count of 1.
+    Net row ``i`` is row ``rows[i]`` of ``changes``, its op code ``codes[i]`` (``_OP_LETTERS``).
+
+    ``table()`` makes the net table (``net_rows``' form). A sink that takes the values straight from
+    the change rows by row number need not make it (the MySQL follower's statements: a thousand
+    small tables' net tables cost a take and a table each, about a third of their netting and
+    statements together)."""
+
+    changes: pa.Table  # the change rows, in binlog order
+    columns: tuple[str, ...]  # the leader table's columns (``table_columns``)
+    rows: np.ndarray  # int64 row numbers in ``changes``, one per net row, in key order
+    codes: np.ndarray  # each net row's op code
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.rows)
+
+    def letters(self) -> np.ndarray:
+        """The net rows' op letters as numpy bytes (``op_letters``' form)."""
+        return _OP_LETTERS[self.codes]
+
+    def table(self) -> pa.Table:
+        """The net rows as a table: after images only (no key moved), one take; every field
+        NULL-able (``_net_table``'s schema, without making one: its fields cost microseconds each)."""
+        images = self.changes.select(list(self.columns)).take(pa.array(self.rows)).columns
+        return pa.Table.from_arrays([*images, _op_array(self.codes), pa.array(np.ones(len(self.rows), dtype=np.int64))],
+                                    names=[*self.columns, OP, COUNT])
+
+
+# a table's net rows as the driver's netting leaves them: a net table, or picks of its change rows
+Net = Union[pa.Table, PickedNet]
+
+
+def net_table(net: Net) -> pa.Table:
+    """Net rows as a table, made from the picks when they are picks."""
+    return net.table() if isinstance(net, PickedNet) else net
+
+
 def net_tables(changes: Sequence[pa.Table], tables: Sequence[TableChanges]) -> list[pa.Table]:
+    """``net_rows`` of each table (its change rows ``changes[i]``), exactly (``net_each``, as tables)."""
+    return [net_table(net) for net in net_each(changes, tables)]
+
+
+def net_each(changes: Sequence[pa.Table], tables: Sequence[TableChanges]) -> list[Net]:
     """``net_rows`` of each table (its change rows ``changes[i]``), exactly: the tables with one
     integer key whose updates keep their keys (an OLTP application's usual table) are netted
-    together, in one pass of numpy over all their keys; the others one by one.
+    together, in one pass of numpy over all their keys, and their net rows are picks of their
+    change rows (``PickedNet``); the others are netted one by one into net tables.
 
     A small table's netting is a dozen numpy and Arrow calls of tens of microseconds each, whatever
     its rows: the bench's thousand tables of a hundred rows took 0.69-0.80 s table by table,
-    0.49-0.61 s in groups of 64 (each table's images are still its own take)."""
+    0.49-0.61 s in groups of 64 (each table's images still its own take, now made only when asked)."""
     ordered = _each_in_order(changes)
     letters = each_op_letters(ordered)
     grouped = [_group_key(c, t, ops) for c, t, ops in zip(ordered, tables, letters)]
     together = [i for i, g in enumerate(grouped) if g is not None]
-    nets: list[Optional[pa.Table]] = [None if g is not None else net_rows(c, t)
-                                      for c, t, g in zip(ordered, tables, grouped)]
+    nets: list[Optional[Net]] = [None if g is not None else net_rows(c, t)
+                                 for c, t, g in zip(ordered, tables, grouped)]
     if not together:
         return nets
     # every change row is one event on its key (no key moved): per (table, key), the last event
@@ -387,32 +435,27 @@ def net_tables(changes: Sequence[pa.Table], tables: Sequence[TableChanges]) -> l
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     for j, i in enumerate(together):
         share = slice(bounds[j], bounds[j + 1])
-        rows = picked[share] - offsets[j]
-        columns = [c.name for c in tables[i].columns]  # (``table_columns``, without asking Arrow for names)
-        # no key moved: after images only, one take; named, every field NULL-able (``_net_table``'s
-        # schema, without making one: its fields cost microseconds each)
-        images = ordered[i].select(columns).take(pa.array(rows)).columns
-        nets[i] = pa.Table.from_arrays([*images, _op_array(codes[share]), pa.array(np.ones(len(rows), dtype=np.int64))],
-                                       names=[*columns, OP, COUNT])
+        # (``table_columns``, without asking Arrow for names)
+        nets[i] = PickedNet(ordered[i], tuple(c.name for c in tables[i].columns), picked[share] - offsets[j], codes[share])
     return nets
 
 
 # what netting a table of a group on the driver needs: the schema its change rows are read as,
 # its changes in the batch, and the follower's position for it (rows before it are applied)
 NetItem = tuple[pa.Schema, TableChanges, BinlogPosition]
-# per table: its change rows at or after its position, and their net rows (``net_rows``)
-Netted = tuple[pa.Table, pa.Table]
+# per table: its change rows at or after its position, and their net rows (``net_each``)
+Netted = tuple[pa.Table, Net]
 
 
 def read_and_net(store: ObjectStore, batch_prefix: str, items: Sequence[NetItem]) -> list[Netted]:
     """The driver's path for a group of small tables, the same for every sink: their change rows
     read from the batch (``reader.read_tables``), those at or after each table's position kept,
-    and netted together (``net_tables``). In the order of ``items``."""
+    and netted together (``net_each``). In the order of ``items``."""
     # step by step over the whole group, not table by table: each step's code and data stay in the
     # CPU's caches (interleaved, a thousand small tables took twice as long)
     read = read_tables(store, batch_prefix, [(schema, table) for schema, table, _ in items])
     changes = rows_after_each(read, [position for _, _, position in items])
-    return list(zip(changes, net_tables(changes, [table for _, table, _ in items])))
+    return list(zip(changes, net_each(changes, [table for _, table, _ in items])))
 
 
 def copies_per_op(net: pa.Table) -> dict[str, int]:

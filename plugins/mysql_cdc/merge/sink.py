@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from ..contracts import ChangeBatch, Checkpoint, DdlSegment, RowSegment, SnapshotSegment, TableChanges
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from . import netting
     from .report import TableReport
 
 log = logging.getLogger("mysql_cdc.merge")
@@ -51,10 +53,18 @@ class TableCopy:
 
 @dataclass(frozen=True)
 class ArrowRows:
-    """A table's change rows and their net rows, netted here on the driver (``merge.netting``)."""
+    """A table's change rows and their net rows, netted here on the driver (``merge.netting``):
+    ``netted`` as the netting left them (a net table, or picks of the change rows:
+    ``netting.PickedNet``), ``net`` as a table, made from the picks on first use."""
 
     changes: "pa.Table"
-    net: "pa.Table"
+    netted: "netting.Net"
+
+    @cached_property
+    def net(self) -> "pa.Table":
+        from . import netting
+
+        return netting.net_table(self.netted)
 
 
 @dataclass(frozen=True)

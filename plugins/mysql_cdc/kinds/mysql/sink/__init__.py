@@ -95,11 +95,11 @@ def stage(net: DataFrame, plan: StagePlan) -> list[dict]:
     return [r.asDict() for r in results]
 
 
-def _counts_row(net: pa.Table, statements: TableStatements) -> dict:
+def _counts_row(net_rows: int, statements: TableStatements) -> dict:
     """The stage result (``RESULT_SCHEMA``) of a table applied by statements: its counts only. (Its
     INSERT takes the ``I`` and ``U`` rows, its DELETE the keys of the ``U`` and ``D`` rows.)"""
-    upserts = statements.inserts_expected + statements.deletes_expected - net.num_rows
-    return dict(stage=None, load_file=None, load_path=None, load_columns=None, rows=net.num_rows,
+    upserts = statements.inserts_expected + statements.deletes_expected - net_rows
+    return dict(stage=None, load_file=None, load_path=None, load_columns=None, rows=net_rows,
                 inserts=statements.inserts_expected - upserts, upserts=upserts,
                 deletes=statements.deletes_expected - upserts, loaded=0)
 
@@ -362,10 +362,11 @@ class MySQLSegmentWriter(SegmentWriter[Columns]):
     def _stage_on_driver(self, tables: list[NetRows[Columns]]) -> list[tuple[int, StagedTable]]:
         # Small keyed tables: a DELETE and an INSERT each, made for all of them in one pass
         # (``statements.tables_statements``) and handed to the segment's sender right away
-        # (``stream``); the commit only waits for it. The others are prepared as tasks would.
-        small = [t for t in tables if takes_statements(t.table, t.target, t.on_driver().net.num_rows)]
+        # (``stream``); the commit only waits for it, and their net rows are taken as the netting
+        # left them (``netting.PickedNet``: no net table made). The others are prepared as tasks would.
+        small = [t for t in tables if takes_statements(t.table, t.target, t.on_driver().netted.num_rows)]
         made = dict(zip((t.index for t in small),
-                        tables_statements([(t.table, t.target, t.on_driver().net) for t in small])))
+                        tables_statements([(t.table, t.target, t.on_driver().netted) for t in small])))
         staged = []
         for t in tables:
             statements = made.get(t.index)
@@ -376,8 +377,8 @@ class MySQLSegmentWriter(SegmentWriter[Columns]):
         return staged
 
     def _statement_table(self, t: NetRows[Columns], statements: TableStatements) -> StagedTable:
-        net = t.on_driver().net
-        staged = StagedTable(t.table, t.target, (_counts_row(net, statements),) if net.num_rows else (), statements)
+        net_rows = t.on_driver().netted.num_rows
+        staged = StagedTable(t.table, t.target, (_counts_row(net_rows, statements),) if net_rows else (), statements)
         t.report.inserted, t.report.updated, t.report.deleted = counts(staged)
         if staged.stages:
             self._sender().put(staged)

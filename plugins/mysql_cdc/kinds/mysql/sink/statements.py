@@ -44,8 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ....merge.netting import as_array, each_op_letters
-from ....contracts import TableChanges
+from ....merge.netting import Net, PickedNet, as_array, each_op_letters
+from ....contracts import ColumnSpec, TableChanges
 from ....contracts import change_row as cr
 from .encoding import FROM_HEX, LoadColumn, hex_text, load_column, quote_ident
 from .tables import FollowerColumn, qualified
@@ -110,20 +110,31 @@ class TableStatements:
 class _TableRows:
     """One table's net rows as its statements need them: which rows each takes (the keys of the
     ``U`` and ``D`` rows go in the DELETE, the ``I`` and ``U`` rows in the INSERT, from ``ops``,
-    their op letters) and the columns whose literals they use."""
+    their op letters; numbered among the net rows) and the columns whose literals they use.
+    ``rows`` holds the values: the net table (``numbers`` None), or the change rows the net rows
+    were picked from (``netting.PickedNet``), ``numbers`` being the picked rows' numbers."""
 
-    def __init__(self, table: TableChanges, columns: Sequence[FollowerColumn], net: pa.Table, ops: np.ndarray):
+    def __init__(self, table: TableChanges, columns: Sequence[FollowerColumn], rows: pa.Table,
+                 numbers: np.ndarray | None, ops: np.ndarray):
         self.target = qualified(table.database, table.table)
-        self.net = net
-        self.mysql_types = {c.name: c.mysql_type for c in table.columns}
+        self.table, self.rows, self.numbers = table, rows, numbers
         self.removed = np.flatnonzero(ops != cr.INSERT.encode())
         self.added = np.flatnonzero(ops != cr.DELETE.encode())
         self.keys = list(table.key_columns) if len(self.removed) else []
         # generated columns compute themselves (as in the load file)
         self.names = [c.name for c, f in zip(table.columns, columns) if not f.generated] if len(self.added) else []
 
-    def needed(self) -> list[str]:
-        return list(dict.fromkeys([*self.names, *self.keys]))
+    def needed(self) -> list[tuple[int, ColumnSpec]]:
+        """The columns the statements use, each with its position in ``rows``: the leader table's
+        columns come first there, in the manifest's order (``reader.change_schema``, and a net
+        table's ``netting.table_columns``), so a column is found by position, not by name."""
+        wanted = set(self.names) | set(self.keys)
+        needed = [(at, c) for at, c in enumerate(self.table.columns) if c.name in wanted]
+        held = self.rows.column_names
+        if any(held[at] != c.name for at, c in needed):  # (a value in another column's place is never right)
+            raise ValueError(f"{self.target}: its rows hold columns {held}, not the manifest's "
+                             f"{[c.name for c in self.table.columns]} first")
+        return needed
 
     def statements(self, deleted: str | None, inserted: str | None) -> TableStatements:
         """The statements, from the SQL of the deleted keys (``k1, k2`` or ``(a1, b1), (a2, b2)``)
@@ -146,26 +157,31 @@ class _Literals:
     another. ``start[i][name]``: where table ``i``'s column ``name`` begins (a value per net row)."""
 
     def __init__(self, plans: Sequence[_TableRows]):
-        # (Arrow type, encoder, SET expression) -> [(table, column, values)]
+        # (Arrow type, encoder, SET expression) -> [(table, column, values)]; the types named by
+        # the manifest's strings (an Arrow type hashes by rendering itself: ~0.5 µs, which a
+        # thousand tables' columns would pay several times each)
         groups: dict[tuple, list[tuple[int, str, pa.Array]]] = {}
-        encodings: dict[tuple, LoadColumn] = {}
-        columns: dict[tuple[pa.DataType, str], LoadColumn] = {}  # a thousand tables have a few dozen kinds
+        encodings: dict[tuple, tuple[pa.DataType, LoadColumn]] = {}
+        kinds: dict[tuple[str, str], tuple] = {}  # (Arrow type, MySQL type) -> its group's key
         for i, plan in enumerate(plans):
-            for name in plan.needed():
-                values = as_array(plan.net.column(name))
-                kind = (values.type, plan.mysql_types[name])
-                column = columns.get(kind) or columns.setdefault(kind, load_column(name, *kind))
-                key = (values.type, column.encode, column.via_variable)
-                encodings.setdefault(key, column)
-                groups.setdefault(key, []).append((i, name, values))
+            for at, spec in plan.needed():
+                values = as_array(plan.rows.column(at))
+                kind = (spec.arrow_type, spec.mysql_type)
+                key = kinds.get(kind)
+                if key is None:  # a thousand tables have a few dozen kinds
+                    column = load_column(spec.name, values.type, spec.mysql_type)
+                    key = kinds[kind] = (spec.arrow_type, column.encode, column.via_variable)
+                    encodings.setdefault(key, (values.type, column))
+                groups.setdefault(key, []).append((i, spec.name, values))
         self.start: list[dict[str, int]] = [{} for _ in plans]
         texts, at = [], 0
         for key, members in groups.items():
-            values = members[0][2] if len(members) == 1 else pa.concat_arrays([v for _, _, v in members])
-            texts.append(literal_texts(encodings[key], key[0], values).cast(_TEXT))
-            for i, name, part in members:
+            values, lengths = _net_values([(v, plans[i].numbers) for i, _, v in members])
+            arrow_type, column = encodings[key]
+            texts.append(literal_texts(column, arrow_type, values).cast(_TEXT))
+            for (i, name, _), length in zip(members, lengths):
                 self.start[i][name] = at
-                at += len(part)
+                at += length
         self.texts = pa.concat_arrays(texts) if texts else pa.array([], _TEXT)
 
     def rows(self, parts: Sequence[tuple[int, Sequence[str], np.ndarray]], parenthesized: bool) -> list[str]:
@@ -187,21 +203,38 @@ class _Literals:
         return [f"({text})" for text in tables] if parenthesized else tables
 
 
+def _net_values(columns: Sequence[tuple[pa.Array, np.ndarray | None]]) -> tuple[pa.Array, list[int]]:
+    """Columns of one kind, each (its values, the numbers of its net rows among them or None: all),
+    as the net rows' values one after another, with each column's count: one take for them all
+    where some are picked (a table's own take costs tens of microseconds, and the change rows it
+    would skip are a third of a small table's)."""
+    arrays = [values for values, _ in columns]
+    values = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+    if all(numbers is None for _, numbers in columns):
+        return values, [len(a) for a in arrays]
+    starts = np.cumsum([0, *(len(a) for a in arrays[:-1])])
+    counts = [len(a) if numbers is None else len(numbers) for a, numbers in columns]
+    # each column's row numbers, moved by where its values start (one numpy pass for them all)
+    picks = np.concatenate([np.arange(len(a)) if numbers is None else numbers for a, numbers in columns])
+    return values.take(pa.array(picks + np.repeat(starts, counts))), counts
+
+
 def _offsets(lengths) -> pa.Array:
     return pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), pa.int64())
 
 
-def tables_statements(tables: Sequence[tuple[TableChanges, Sequence[FollowerColumn], pa.Table]]
-                      ) -> list[TableStatements]:
+def tables_statements(tables: Sequence[tuple[TableChanges, Sequence[FollowerColumn], Net]]) -> list[TableStatements]:
     """Per (table, follower columns, net rows): the DELETE of the keys the batch changed or removed
     and the INSERT of the rows it leaves.
 
     The literals are made for all the tables at once: the columns of one Arrow type and encoding,
     whatever their table, are concatenated and encoded by one pass of Arrow kernels, and the rows
     of all the tables are joined by two more (``_Literals``). An Arrow kernel costs tens of
-    microseconds however few its rows; a thousand small tables could not pay several per column."""
-    letters = each_op_letters([net for _, _, net in tables], OP)  # ``op_letters`` of every table at once
-    plans = [_TableRows(table, columns, net, ops) for (table, columns, net), ops in zip(tables, letters)]
+    microseconds however few its rows; a thousand small tables could not pay several per column.
+    Net rows picked from change rows (``netting.PickedNet``) are taken from the change rows as they
+    are: their net table is never made."""
+    where = _net_rows([net for _, _, net in tables])
+    plans = [_TableRows(table, columns, *rows) for (table, columns, _), rows in zip(tables, where)]
     literals = _Literals(plans)
     inserting = [i for i, plan in enumerate(plans) if plan.names]
     inserted = dict(zip(inserting, literals.rows([(i, plans[i].names, plans[i].added) for i in inserting], True)))
@@ -212,7 +245,17 @@ def tables_statements(tables: Sequence[tuple[TableChanges, Sequence[FollowerColu
     return [plan.statements(deleted.get(i), inserted.get(i)) for i, plan in enumerate(plans)]
 
 
-def table_statements(table: TableChanges, columns: Sequence[FollowerColumn], net: pa.Table) -> TableStatements:
+def _net_rows(nets: Sequence[Net]) -> list[tuple[pa.Table, np.ndarray | None, np.ndarray]]:
+    """Each table's net rows as (a table holding them, their row numbers in it or None for all its
+    rows, their op letters): picked ones in their change rows, a net table's all its rows (their
+    letters made for all the net tables at once: ``each_op_letters``)."""
+    tables = [net for net in nets if not isinstance(net, PickedNet)]
+    letters = iter(each_op_letters(tables, OP))
+    return [(net.changes, net.rows, net.letters()) if isinstance(net, PickedNet) else (net, None, next(letters))
+            for net in nets]
+
+
+def table_statements(table: TableChanges, columns: Sequence[FollowerColumn], net: Net) -> TableStatements:
     """``tables_statements`` of one table."""
     return tables_statements([(table, columns, net)])[0]
 
