@@ -302,6 +302,19 @@ def test_statements_of_picked_net_rows_are_those_of_their_net_tables():
                                 "(2, _utf8mb4 X'74776f', NULL), (4, _utf8mb4 X'666f7572', NULL)")
 
 
+def test_net_rows_whose_columns_are_not_in_the_manifests_order_are_refused():
+    """The statements find a column by its position (the leader's columns first, in the
+    manifest's order); rows holding them in another order must stop the merge, not put one
+    column's values in another's place (both are integers here: nothing else would notice)."""
+    spec = TableChanges("db", "t", (ColumnSpec("a", "int", "int64"), ColumnSpec("b", "int", "int64")), ("a",),
+                        ("f.parquet",), 1)
+    follower = tuple(FollowerColumn(c.name, "int", "int", None, None, False) for c in spec.columns)
+    assert tables_statements([(spec, follower, _net([(1, 2, "I")], ["a", "b"], [pa.int64()] * 2))])[0].insert == \
+        "INSERT INTO `db`.`t` (`a`, `b`) VALUES (1, 2)"
+    with pytest.raises(ValueError, match=r"`db`.`t`: its rows hold columns \['b', 'a'"):
+        tables_statements([(spec, follower, _net([(2, 1, "I")], ["b", "a"], [pa.int64()] * 2))])
+
+
 def _table(name: str, key_types: list[str], keys: tuple[str, ...] = ("k",)) -> tuple[TableChanges, tuple]:
     columns = tuple(ColumnSpec(f"k{i}" if len(key_types) > 1 else "k", t, "int64") for i, t in enumerate(key_types))
     follower = tuple(FollowerColumn(c.name, c.mysql_type, c.mysql_type, None, None, False) for c in columns)
