@@ -195,6 +195,13 @@ class _GroupsAhead:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _read_and_net_tables(store, batch_prefix: str, items: list[netting.NetItem]) -> list[netting.Netted]:
+    """``netting.read_and_net`` with each net table made too (``netting.net_table``): a large table
+    netted ahead is staged from its net table by every sink, so its take belongs in the thread
+    that works ahead, not in the one that waits for it."""
+    return [(changes, netting.net_table(net)) for changes, net in netting.read_and_net(store, batch_prefix, items)]
+
+
 class _NetAhead:
     """The driver's netting (``netting.read_and_net``) of the next row segment's large tables (those
     netted in a group of their own), started in a thread while what comes before the segment is
@@ -221,7 +228,7 @@ class _NetAhead:
             position = table_position_at(segment.start, ctx.positions, table.database, table.table)
             if table.files and ctx.alone_on_driver(table) and position < segment.end:
                 item = (change_schema(table, ctx.sink.change_metadata(table)), table, position)
-                future = self._pool.submit(netting.read_and_net, ctx.job.store, ctx.batch.prefix, [item])
+                future = self._pool.submit(_read_and_net_tables, ctx.job.store, ctx.batch.prefix, [item])
                 self._netting[(segment.index, i)] = (position, future)
 
     def take(self, segment: RowSegment, i: int, position: BinlogPosition) -> netting.Netted | None:
